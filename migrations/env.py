@@ -1,0 +1,40 @@
+"""Alembic environment: runs migrations on the application's engine (Flask-Migrate)."""
+
+from __future__ import annotations
+
+from alembic import context
+from flask import current_app
+
+config = context.config
+target_metadata = current_app.extensions["migrate"].db.metadata
+
+
+def run_migrations_offline() -> None:
+    context.configure(
+        url=current_app.config["SQLALCHEMY_DATABASE_URI"],
+        target_metadata=target_metadata,
+        literal_binds=True,
+        render_as_batch=True,
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_migrations_online() -> None:
+    engine = current_app.extensions["migrate"].db.engine
+    with engine.connect() as connection:
+        context.configure(
+            connection=connection,
+            target_metadata=target_metadata,
+            # SQLite cannot ALTER most things; batch mode rebuilds tables there.
+            render_as_batch=connection.dialect.name == "sqlite",
+            compare_type=True,
+        )
+        with context.begin_transaction():
+            context.run_migrations()
+
+
+if context.is_offline_mode():
+    run_migrations_offline()
+else:
+    run_migrations_online()

@@ -1,0 +1,165 @@
+"""A Flask web application with a delegated sign-in facility in the style of Auth.js."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from flask import Flask, Response, g, jsonify, redirect, render_template, request
+from flask_wtf.csrf import CSRFError
+from werkzeug.exceptions import HTTPException
+from werkzeug.middleware.proxy_fix import ProxyFix
+
+from . import observability
+from .auth.cookies import CSRF_COOKIE, apply_cookies, cookie_name
+from .auth.hooks import AuthHooks
+from .extensions import csrf, db, login_manager, migrate
+from .settings import Settings, load_settings
+
+log = logging.getLogger(__name__)
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+MIGRATIONS_DIR = PROJECT_ROOT / "migrations"
+
+
+def create_app(
+    config: Mapping[str, Any] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    hooks: AuthHooks | None = None,
+) -> Flask:
+    """Create the application.
+
+    Settings come from ``environ`` (default: the process environment), the TOML file it
+    names, then ``config`` (overrides, as setting names: ``{"AUTH_SECRET": …}``). A bad
+    setting raises ``settings.ConfigError`` naming it.
+    """
+    app = Flask(__name__, instance_relative_config=True)
+    Path(app.instance_path).mkdir(parents=True, exist_ok=True)
+    conf = load_settings(environ, config, instance_path=app.instance_path)
+    app.extensions["webapp.settings"] = conf
+    app.extensions["webapp.hooks"] = hooks or AuthHooks()
+    _configure_flask(app, conf)
+    app.config["TESTING"] = bool((config or {}).get("TESTING", False))
+
+    observability.init_app(app)
+    db.init_app(app)
+    migrate.init_app(app, db, directory=str(MIGRATIONS_DIR))
+    csrf.init_app(app)
+    _init_login(app)
+
+    from .auth.providers import build_providers
+    from .auth.views import bp as auth_bp
+    from .cli import auth_cli
+    from .pages import bp as pages_bp
+
+    app.extensions["webapp.providers"] = build_providers(conf)
+    app.register_blueprint(auth_bp, url_prefix=conf.base_path or None)
+    app.register_blueprint(pages_bp)
+    app.cli.add_command(auth_cli)
+    app.after_request(apply_cookies)
+    _register_error_handlers(app)
+
+    @app.context_processor
+    def _brand() -> dict[str, Any]:
+        return {"brand": conf.brand, "auth_base": conf.base_path}
+
+    if conf.trust_host:
+        # Only behind a proxy the operator trusts to set these headers (AUTH_TRUST_HOST).
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=1, x_proto=1, x_host=1)  # type: ignore[method-assign]
+
+    if conf.is_development and not app.config.get("TESTING"):
+        _migrate_development_database(app)
+    return app
+
+
+def _configure_flask(app: Flask, conf: Settings) -> None:
+    app.config.update(
+        SECRET_KEY=conf.derive_key("flask-session").hex(),
+        SECRET_KEY_FALLBACKS=[k.hex() for k in conf.derive_keys("flask-session")[1:]],
+        SQLALCHEMY_DATABASE_URI=conf.database_url,
+        SQLALCHEMY_ENGINE_OPTIONS=_engine_options(conf.database_url),
+        # Flask's own session cookie only carries the CSRF secret (Flask-WTF keeps it there).
+        SESSION_COOKIE_NAME=cookie_name(CSRF_COOKIE, host_only=True, https=conf.is_https),
+        SESSION_COOKIE_HTTPONLY=True,
+        SESSION_COOKIE_SAMESITE="Lax",
+        SESSION_COOKIE_SECURE=conf.is_https,
+        PREFERRED_URL_SCHEME="https" if conf.is_https else "http",
+        WTF_CSRF_FIELD_NAME="csrfToken",
+        WTF_CSRF_HEADERS=["X-CSRFToken", "X-CSRF-Token"],
+        # The token lives as long as the CSRF cookie (the browser session), as in Auth.js:
+        # a sign-in page left open over lunch still works.
+        WTF_CSRF_TIME_LIMIT=None,
+        MAX_CONTENT_LENGTH=64 * 1024,
+        MAX_FORM_MEMORY_SIZE=64 * 1024,
+    )
+
+
+def _engine_options(url: str) -> dict[str, Any]:
+    if url.startswith("sqlite"):
+        return {"connect_args": {"timeout": 15}}
+    return {"pool_pre_ping": True, "pool_size": 10, "max_overflow": 5, "pool_recycle": 1800}
+
+
+def _init_login(app: Flask) -> None:
+    from .auth import urls
+    from .auth.sessions import AuthUser, current_session
+
+    login_manager.init_app(app)
+    # Sessions live in the database; Flask-Login must not keep its own state in the cookie.
+    login_manager.session_protection = None
+
+    @login_manager.request_loader
+    def _load_user(_request: Any) -> AuthUser | None:
+        session = current_session()
+        return session.user if session else None
+
+    @login_manager.unauthorized_handler
+    def _unauthorized() -> Response:
+        here = urls.origin() + request.full_path.rstrip("?")
+        return redirect(urls.auth_url("signin", error="SessionRequired", callbackUrl=here))
+
+
+def _register_error_handlers(app: Flask) -> None:
+    from .auth import urls
+    from .auth.errors import message_for
+    from .auth.views import wants_json
+
+    @app.errorhandler(CSRFError)
+    def _csrf_failed(exc: CSRFError) -> Response | tuple[Response, int]:
+        log.warning("CSRF check failed on %s %s: %s", request.method, request.path, exc.description)
+        if wants_json() or request.accept_mimetypes.best == "application/json":
+            return jsonify({"error": "MissingCSRF"}), 400
+        return redirect(urls.auth_url("signin", error="MissingCSRF"))
+
+    @app.errorhandler(HTTPException)
+    def _http_error(exc: HTTPException) -> Response | HTTPException:
+        if request.accept_mimetypes.best == "application/json" or request.is_json:
+            response = jsonify({"error": exc.name, "requestId": g.get("request_id")})
+            response.status_code = exc.code or 500
+            if exc.code == 405 and exc.response is None:
+                response.headers["Allow"] = ", ".join(getattr(exc, "valid_methods", None) or [])
+            return response
+        return exc
+
+    @app.errorhandler(Exception)
+    def _unexpected(exc: Exception) -> tuple[Response | str, int]:
+        db.session.rollback()
+        log.exception("unhandled error on %s %s", request.method, request.path)
+        if request.is_json or request.accept_mimetypes.best == "application/json":
+            return jsonify({"error": "InternalError", "requestId": g.get("request_id")}), 500
+        html = render_template(
+            "auth/error.html", code=None, error=message_for(None),
+            request_id=g.get("request_id", "-"),
+        )
+        return html, 500
+
+
+def _migrate_development_database(app: Flask) -> None:
+    """Bring the development database up to date, so a fresh clone just runs."""
+    from flask_migrate import upgrade
+
+    with app.app_context():
+        upgrade(directory=str(MIGRATIONS_DIR))

@@ -1,0 +1,84 @@
+"""Cookies: their names and attributes, and a per-request jar flows write to.
+
+Flows never touch the response; they queue cookie changes here and ``apply_cookies`` (an
+``after_request`` handler) writes them. Every cookie is HttpOnly and SameSite=Lax; on an
+HTTPS AUTH_URL it is also Secure and carries the ``__Secure-`` prefix (``__Host-`` for
+cookies that need no path), so a sibling subdomain over plain HTTP cannot plant or
+overwrite it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from flask import Response, g
+
+from . import urls
+
+SESSION_COOKIE = "auth.session-token"
+CSRF_COOKIE = "auth.csrf-token"
+
+
+def cookie_name(base: str, *, host_only: bool = False, https: bool | None = None) -> str:
+    """Return the cookie name to use for ``base`` under the AUTH_URL's scheme."""
+    if not (urls.settings().is_https if https is None else https):
+        return base
+    return ("__Host-" if host_only else "__Secure-") + base
+
+
+def session_cookie_name() -> str:
+    return cookie_name(SESSION_COOKIE)
+
+
+@dataclass(frozen=True)
+class _Pending:
+    name: str
+    value: str
+    expires: datetime | None
+    max_age: int | None
+    path: str
+
+
+def _jar() -> dict[str, _Pending]:
+    if "auth_cookie_jar" not in g:
+        g.auth_cookie_jar = {}
+    return g.auth_cookie_jar  # type: ignore[no-any-return]
+
+
+def set_cookie(
+    name: str,
+    value: str,
+    *,
+    expires: datetime | None = None,
+    max_age: int | None = None,
+    path: str = "/",
+) -> None:
+    """Queue ``name=value`` on the response; a later call for the same name wins."""
+    _jar()[name] = _Pending(name, value, expires, max_age, path)
+
+
+def clear_cookie(name: str, *, path: str = "/") -> None:
+    """Queue the removal of ``name``."""
+    _jar()[name] = _Pending(name, "", datetime(1970, 1, 1), 0, path)
+
+
+def apply_cookies(response: Response) -> Response:
+    """Write the queued cookies to ``response`` (registered as an after_request handler)."""
+    jar: dict[str, _Pending] | None = g.get("auth_cookie_jar")
+    if not jar:
+        return response
+    secure = urls.settings().is_https
+    for c in jar.values():
+        response.set_cookie(
+            c.name,
+            c.value,
+            expires=c.expires,
+            max_age=c.max_age,
+            path=c.path,
+            secure=secure,
+            httponly=True,
+            samesite="Lax",
+        )
+    jar.clear()
+    return response

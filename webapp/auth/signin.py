@@ -1,0 +1,44 @@
+"""Finishing a sign-in, whatever the provider: the sign-in hook, a fresh session, signals."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..extensions import db
+from .accounts import Resolved
+from .errors import AuthError
+from .hooks import current_hooks, signed_in
+from .redirects import resolve_redirect
+from .sessions import AuthSession, create_session, end_current_session
+
+
+def finish_signin(
+    resolved: Resolved,
+    *,
+    provider: str,
+    callback_url: str | None,
+    profile: Mapping[str, Any] | None = None,
+    provider_sid: str | None = None,
+) -> str:
+    """Run the sign-in hook, replace this browser's session with a new one, and commit.
+
+    Returns where to send the browser. The hook runs before anything is committed, so a
+    refusal (``AccessDenied``) leaves no user, account or session behind. Any session the
+    browser already had is deleted first: every sign-in gets a new token (no fixation).
+    """
+    hook = current_hooks().signin
+    if hook is not None:
+        verdict = hook(user=resolved.user, provider=provider, profile=dict(profile or {}))
+        if verdict is False:
+            raise AuthError("AccessDenied", f"sign-in hook refused user {resolved.user.id}")
+        if isinstance(verdict, str):
+            db.session.rollback()
+            return verdict
+    end_current_session()
+    session: AuthSession = create_session(
+        resolved.user.id, provider=provider, provider_sid=provider_sid
+    )
+    db.session.commit()
+    signed_in.send(user=session.user, provider=provider, is_new_user=resolved.is_new_user)
+    return resolve_redirect(callback_url)

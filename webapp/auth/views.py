@@ -1,0 +1,191 @@
+"""The auth routes under AUTH_URL's path (spec §2). Views parse, call one flow, respond."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from flask import (
+    Blueprint,
+    Response,
+    current_app,
+    g,
+    jsonify,
+    redirect,
+    render_template,
+    request,
+)
+from flask_wtf.csrf import generate_csrf
+
+from ..extensions import csrf, db
+from . import beacon, urls
+from .errors import SIGNIN_CODES, AuthError, error_status, message_for
+from .hooks import current_hooks, session_read, signed_out
+from .providers import Outcome, Page, Redirect, providers
+from .redirects import is_safe_callback_url, resolve_redirect
+from .sessions import current_session, end_current_session, session_json
+
+log = logging.getLogger(__name__)
+
+bp = Blueprint("auth", __name__)
+
+NO_STORE = {
+    "Cache-Control": "private, no-cache, no-store",
+    "Pragma": "no-cache",
+    "Expires": "0",
+}
+
+
+@bp.after_request
+def _no_store(response: Response) -> Response:
+    # Every auth answer is personal (tokens, sessions, forms with CSRF tokens).
+    response.headers.update(NO_STORE)
+    return response
+
+
+@bp.errorhandler(AuthError)
+def _auth_error(exc: AuthError) -> Response:
+    db.session.rollback()
+    log.warning("auth error %s: %s", exc.code, exc.detail or "-")
+    return _send_to(urls.auth_url("error", error=exc.code, callbackUrl=_callback_url()))
+
+
+@bp.get("/providers", provide_automatic_options=False)
+def providers_json() -> Response:
+    return jsonify({pid: p.public_json() for pid, p in providers().items()})
+
+
+@bp.get("/session", provide_automatic_options=False)
+def session_view() -> Response:
+    session = current_session()
+    if session is None:
+        return jsonify(None)
+    body: dict[str, Any] = session_json(session)
+    hook = current_hooks().session
+    if hook is not None:
+        # Extra fields only: the hook cannot drop the fields an Auth.js client relies on.
+        body = {**dict(hook(user=session.user, session=body)), **body}
+    session_read.send(user=session.user, session=body)
+    return jsonify(body)
+
+
+@bp.get("/csrf", provide_automatic_options=False)
+def csrf_view() -> Response:
+    return jsonify({"csrfToken": generate_csrf()})
+
+
+@bp.get("/signin", provide_automatic_options=False)
+def signin_page() -> str:
+    code = request.args.get("error")
+    callback = _callback_url()
+    return render_template(
+        "auth/signin.html",
+        providers=list(providers().values()),
+        error_code=code if code else None,
+        error=message_for(code) if code else None,
+        callback_url=callback if is_safe_callback_url(callback) else None,
+        email=request.args.get("email", "")[:254],
+    )
+
+
+@bp.post("/signin/<provider_id>", provide_automatic_options=False)
+def signin_submit(provider_id: str) -> Response:
+    provider = providers().get(provider_id)
+    if provider is None:
+        return _send_to(urls.auth_url("signin", error="Signin", callbackUrl=_callback_url()))
+    outcome = provider.signin(
+        form=request.form, query=request.args, callback_url=_callback_url()
+    )
+    return _respond(outcome)
+
+
+@bp.route("/callback/<provider_id>", methods=["GET", "POST"], provide_automatic_options=False)
+@csrf.exempt
+def callback(provider_id: str) -> Response:
+    provider = providers().get(provider_id)
+    if provider is None:
+        return _send_to(urls.auth_url("error", error="Signin"))
+    if request.method == "POST" and provider.callback_needs_csrf:
+        csrf.protect()
+    outcome = provider.callback(
+        method=request.method,
+        args=request.args,
+        form=request.form,
+        callback_url=_callback_url(),
+    )
+    return _respond(outcome)
+
+
+@bp.get("/signout", provide_automatic_options=False)
+def signout_page() -> str:
+    callback = _callback_url()
+    return render_template(
+        "auth/signout.html",
+        session=current_session(),
+        callback_url=callback if is_safe_callback_url(callback) else None,
+    )
+
+
+@bp.post("/signout", provide_automatic_options=False)
+def signout_submit() -> Response:
+    ended = end_current_session()
+    db.session.commit()
+    if ended is not None:
+        signed_out.send(user_id=ended.user.id, session_id=ended.id)
+    return _send_to(resolve_redirect(_callback_url()))
+
+
+@bp.get("/verify-request", provide_automatic_options=False)
+def verify_request_page() -> str:
+    return render_template(
+        "auth/verify_request.html",
+        provider=request.args.get("provider"),
+        type=request.args.get("type"),
+    )
+
+
+@bp.get("/error", provide_automatic_options=False)
+def error_page() -> Response | tuple[str, int]:
+    code = request.args.get("error")
+    if code in SIGNIN_CODES:
+        return redirect(urls.auth_url("signin", error=code, callbackUrl=_callback_url()))
+    return render_template(
+        "auth/error.html", code=code, error=message_for(code), request_id=g.request_id
+    ), error_status(code)
+
+
+@bp.post("/_log", provide_automatic_options=False)
+@csrf.exempt
+def log_beacon() -> Response | tuple[Response, int]:
+    # Not state-changing (it only writes to the log), so no CSRF, as in Auth.js; it is
+    # size-checked and rate limited per IP instead.
+    problem = beacon.accept(request)
+    if problem is not None:
+        return jsonify({"error": problem}), 400 if problem != "RateLimited" else 429
+    return Response(status=204)
+
+
+def _callback_url() -> str | None:
+    value = request.values.get("callbackUrl")
+    return value if value else None
+
+
+def wants_json() -> bool:
+    """Whether the client asked for ``{"url": …}`` instead of a redirect (Auth.js style)."""
+    if request.headers.get("X-Auth-Return-Redirect") or request.form.get("json") == "true":
+        return True
+    return request.is_json
+
+
+def _send_to(url: str) -> Response:
+    if wants_json():
+        return jsonify({"url": url})
+    return redirect(url, code=302)
+
+
+def _respond(outcome: Outcome) -> Response:
+    if isinstance(outcome, Redirect):
+        return _send_to(outcome.url)
+    assert isinstance(outcome, Page)
+    html = render_template(outcome.template, **outcome.context)
+    return current_app.make_response((html, outcome.status))

@@ -1,0 +1,79 @@
+"""Operator commands: ``flask auth cleanup | sessions | revoke``."""
+
+from __future__ import annotations
+
+import click
+from sqlalchemy import delete, func, select
+
+from .auth import ratelimit
+from .auth.sessions import delete_expired
+from .extensions import db
+from .models import Session, User, VerificationToken, utcnow
+
+auth_cli = click.Group("auth", help="Inspect and clean up sign-in data.")
+
+
+@auth_cli.command("cleanup")
+@click.option("--batch-size", default=5000, show_default=True, help="Rows deleted per transaction.")
+def cleanup(batch_size: int) -> None:
+    """Delete expired sessions, verification tokens and finished rate-limit windows."""
+    sessions = delete_expired(batch_size=batch_size)
+    tokens = db.session.execute(
+        delete(VerificationToken).where(VerificationToken.expires <= utcnow())
+    ).rowcount
+    db.session.commit()
+    counters = ratelimit.delete_finished_windows()
+    click.echo(f"deleted {sessions} expired session(s)")
+    click.echo(f"deleted {tokens} expired verification token(s)")
+    click.echo(f"deleted {counters} finished rate-limit window(s)")
+
+
+@auth_cli.command("sessions")
+@click.option("--user", "email", help="Only this user's sessions (e-mail address).")
+@click.option("--all", "include_expired", is_flag=True, help="Include expired sessions.")
+def list_sessions(email: str | None, include_expired: bool) -> None:
+    """List sessions: id, user, created, last active, expires, IP, provider, user agent."""
+    query = select(Session, User.email).join(User).order_by(Session.last_active_at.desc())
+    if email:
+        query = query.where(func.lower(User.email) == email.strip().lower())
+    if not include_expired:
+        query = query.where(Session.expires > utcnow())
+    rows = db.session.execute(query).all()
+    if not rows:
+        click.echo("no sessions")
+        return
+    click.echo(f"{'id':>6}  {'user':<30} {'created':<20} {'last active':<20} {'expires':<20} "
+               f"{'ip':<16} {'provider':<12} user agent")
+    for session, user_email in rows:
+        click.echo(
+            f"{session.id:>6}  {(user_email or '-'):<30.30} {_when(session.created_at):<20} "
+            f"{_when(session.last_active_at):<20} {_when(session.expires):<20} "
+            f"{(session.ip or '-'):<16} {(session.provider or '-'):<12} "
+            f"{(session.user_agent or '-')[:60]}"
+        )
+
+
+@auth_cli.command("revoke")
+@click.option("--user", "email", help="Sign this user out everywhere (e-mail address).")
+@click.option("--session", "session_id", type=int, help="Delete one session by id.")
+def revoke(email: str | None, session_id: int | None) -> None:
+    """Delete sessions: all of one user's, or one by id (see `flask auth sessions`)."""
+    if (email is None) == (session_id is None):
+        raise click.UsageError("give exactly one of --user EMAIL or --session ID")
+    if session_id is not None:
+        count = db.session.execute(delete(Session).where(Session.id == session_id)).rowcount
+    else:
+        user_id = db.session.scalar(
+            select(User.id).where(func.lower(User.email) == str(email).strip().lower())
+        )
+        if user_id is None:
+            raise click.ClickException(f"no user with e-mail {email}")
+        count = db.session.execute(delete(Session).where(Session.user_id == user_id)).rowcount
+    db.session.commit()
+    if session_id is not None and count == 0:
+        raise click.ClickException(f"no session with id {session_id}")
+    click.echo(f"revoked {count} session(s)")
+
+
+def _when(moment: object) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M:%S") if hasattr(moment, "strftime") else "-"

@@ -1,0 +1,196 @@
+"""The database schema: users, accounts, sessions, verification tokens and rate counters.
+
+Column names are plain so that a DBA can read and query the tables directly; times are
+``timestamp with time zone`` in UTC. Tokens are never stored as given: sessions keep the
+SHA-256 of their cookie value and verification tokens a keyed hash.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from .extensions import db
+
+# SQLite has no BIGINT autoincrement; the variant keeps integer primary keys working there.
+BigIntPK = BigInteger().with_variant(Integer(), "sqlite")
+
+
+def utcnow() -> datetime:
+    """Return the current time, timezone-aware in UTC."""
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timestamp with time zone that always comes back aware, in UTC (SQLite included)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given for a timestamp with time zone")
+        value = value.astimezone(UTC)
+        # SQLite stores text; keep it naive UTC there so comparisons sort correctly.
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if isinstance(value, str):
+            value = datetime.fromisoformat(value)
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class User(db.Model):
+    """A person who can sign in."""
+
+    __tablename__ = "users"
+    __table_args__ = {"comment": "People who can sign in; one row per person."}
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True)
+    name: Mapped[str | None] = mapped_column(String(255), comment="Display name")
+    email: Mapped[str | None] = mapped_column(
+        String(320), unique=True, comment="Normalised e-mail address (lower case); unique"
+    )
+    email_verified: Mapped[datetime | None] = mapped_column(
+        UTCDateTime, comment="When the address was last proven (e-mail link or verified provider)"
+    )
+    image: Mapped[str | None] = mapped_column(Text, comment="Picture URL")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, nullable=False)
+    updated_at: Mapped[datetime] = mapped_column(
+        UTCDateTime, default=utcnow, onupdate=utcnow, nullable=False
+    )
+
+    accounts: Mapped[list[Account]] = relationship(
+        back_populates="user", cascade="all, delete-orphan", passive_deletes=True
+    )
+    sessions: Mapped[list[Session]] = relationship(
+        back_populates="user", cascade="all, delete-orphan", passive_deletes=True
+    )
+
+
+class Account(db.Model):
+    """A way for a user to sign in: an identity at a provider, with its tokens."""
+
+    __tablename__ = "accounts"
+    __table_args__ = (
+        UniqueConstraint("provider", "provider_account_id", name="uq_accounts_provider_subject"),
+        Index("ix_accounts_user_id", "user_id"),
+        {"comment": "Identities at sign-in providers, linked to users; holds provider tokens."},
+    )
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True)
+    user_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("users.id", ondelete="CASCADE"), nullable=False
+    )
+    type: Mapped[str] = mapped_column(
+        String(32), nullable=False, comment="oidc, oauth, email or credentials"
+    )
+    provider: Mapped[str] = mapped_column(String(64), nullable=False, comment="Provider id")
+    provider_account_id: Mapped[str] = mapped_column(
+        String(255), nullable=False, comment="The subject at the provider (OIDC sub)"
+    )
+    access_token: Mapped[str | None] = mapped_column(Text)
+    refresh_token: Mapped[str | None] = mapped_column(Text)
+    id_token: Mapped[str | None] = mapped_column(Text)
+    expires_at: Mapped[datetime | None] = mapped_column(
+        UTCDateTime, comment="When the access token expires"
+    )
+    scope: Mapped[str | None] = mapped_column(Text)
+    token_type: Mapped[str | None] = mapped_column(String(64))
+    session_state: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, nullable=False)
+    updated_at: Mapped[datetime] = mapped_column(
+        UTCDateTime, default=utcnow, onupdate=utcnow, nullable=False
+    )
+
+    user: Mapped[User] = relationship(back_populates="accounts")
+
+
+class Session(db.Model):
+    """A signed-in browser. The cookie holds the token; the row only its SHA-256."""
+
+    __tablename__ = "sessions"
+    __table_args__ = (
+        Index("ix_sessions_user_id", "user_id"),
+        Index("ix_sessions_expires", "expires"),
+        Index("ix_sessions_provider_sid", "provider", "provider_sid"),
+        {"comment": "Database sessions; token_hash is SHA-256 of the cookie value."},
+    )
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True)
+    user_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("users.id", ondelete="CASCADE"), nullable=False
+    )
+    token_hash: Mapped[str] = mapped_column(
+        String(64), unique=True, nullable=False, comment="Hex SHA-256 of the cookie's token"
+    )
+    expires: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, nullable=False)
+    last_active_at: Mapped[datetime] = mapped_column(
+        UTCDateTime, default=utcnow, nullable=False,
+        comment="Last time the session was extended (at most once per update age)",
+    )
+    ip: Mapped[str | None] = mapped_column(String(45), comment="Client IP at sign-in")
+    user_agent: Mapped[str | None] = mapped_column(Text, comment="User agent at sign-in")
+    provider: Mapped[str | None] = mapped_column(
+        String(64), comment="Provider id the session was created through"
+    )
+    provider_sid: Mapped[str | None] = mapped_column(
+        String(255), comment="The identity provider's session id (sid), for provider logout"
+    )
+
+    user: Mapped[User] = relationship(back_populates="sessions")
+
+
+class VerificationToken(db.Model):
+    """A single-use sign-in token (e-mail link); only a keyed hash is stored."""
+
+    __tablename__ = "verification_tokens"
+    __table_args__ = (
+        Index("ix_verification_tokens_identifier", "identifier"),
+        Index("ix_verification_tokens_expires", "expires"),
+        {"comment": "Single-use sign-in tokens; token_hash is HMAC-SHA-256 keyed from AUTH_SECRET."},
+    )
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True)
+    identifier: Mapped[str] = mapped_column(
+        String(320), nullable=False, comment="Who the token is for (normalised e-mail)"
+    )
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True, nullable=False)
+    expires: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, nullable=False)
+
+
+class RateLimitCounter(db.Model):
+    """A fixed-window event counter, shared by every app instance on the database."""
+
+    __tablename__ = "rate_limit_counters"
+    __table_args__ = (
+        Index("ix_rate_limit_counters_window_end", "window_end"),
+        {"comment": "Rate limit counters (credentials failures, e-mail sends, log beacons)."},
+    )
+
+    key: Mapped[str] = mapped_column(
+        String(400), primary_key=True, comment="What is counted, e.g. credentials-ip:203.0.113.9"
+    )
+    window_start: Mapped[datetime] = mapped_column(UTCDateTime, primary_key=True)
+    window_end: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+    count: Mapped[int] = mapped_column(Integer, nullable=False, default=0)

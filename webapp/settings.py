@@ -1,0 +1,325 @@
+"""Typed settings: read once at start-up from the environment and the optional TOML file.
+
+This is the only module that looks at ``os.environ``. Every default (lifetimes, limits,
+sizes) is written here once. A bad setting stops start-up with a ``ConfigError`` whose
+message names the setting or provider at fault; secrets never appear in that message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import os
+import re
+import secrets
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+log = logging.getLogger(__name__)
+
+ENVIRONMENTS = ("development", "production")
+DEV_AUTH_URL = "http://127.0.0.1:5000/auth"
+MIN_SECRET_LENGTH = 32
+PROVIDER_ID_RE = re.compile(r"^[a-z0-9_-]{1,64}$")
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+#: Presets that ``AUTH_<PRESET>_ID`` (``-`` written as ``_``) enables from the environment.
+PRESET_IDS = (
+    "github", "google", "gitlab", "microsoft-entra-id", "apple", "discord", "slack",
+    "keycloak", "okta", "auth0", "authentik", "zitadel", "cognito", "twitch", "linkedin",
+    "facebook", "twitter", "bitbucket",
+)
+
+
+class ConfigError(Exception):
+    """A setting is missing or invalid; the message names it."""
+
+
+@dataclass(frozen=True)
+class Brand:
+    """How the pages present the product."""
+
+    name: str = "Webapp"
+    #: Path under /static or an absolute same-origin URL; no remote images by default.
+    logo: str | None = None
+    #: The accent colour, a CSS hex colour.
+    color: str = "#2f5fd0"
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """At most ``limit`` events per ``window`` for one key."""
+
+    limit: int
+    window: timedelta
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the application reads from its configuration."""
+
+    env: str
+    #: The key material every derived key comes from (see ``derive_key``).
+    secret: str
+    #: Older secrets, accepted for reading only while a rotation is under way.
+    previous_secrets: tuple[str, ...]
+    #: The public auth base URL, e.g. ``https://example.com/auth`` (no trailing slash).
+    auth_url: str
+    #: Derive scheme and host from the request (only behind a trusted proxy).
+    trust_host: bool
+    database_url: str
+    config_path: str | None
+    email_server: str | None
+    email_from: str
+    #: Provider declarations as given (TOML tables or presets from the environment);
+    #: each provider kind validates its own entries.
+    provider_configs: tuple[Mapping[str, Any], ...]
+    brand: Brand = field(default_factory=Brand)
+    #: The demo credentials hook accepts any address with ``DEMO_PASSWORD``. Development only.
+    demo_credentials: bool = False
+    session_max_age: timedelta = timedelta(days=30)
+    session_update_age: timedelta = timedelta(days=1)
+    #: Failed credentials attempts allowed per client IP per window.
+    credentials_ip_limit: RateLimit = RateLimit(20, timedelta(minutes=15))
+    #: Failed credentials attempts allowed per identifier (e.g. e-mail) per window.
+    credentials_identifier_limit: RateLimit = RateLimit(5, timedelta(minutes=15))
+    #: Client log beacons accepted per IP per window.
+    log_beacon_limit: RateLimit = RateLimit(60, timedelta(minutes=1))
+    #: Largest accepted client log beacon body, in bytes.
+    log_beacon_max_bytes: int = 4096
+    #: Longest user agent string kept on a session row.
+    user_agent_max_length: int = 512
+    #: Extra settings of the TOML file's ``[auth]`` table that later features read.
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_development(self) -> bool:
+        return self.env == "development"
+
+    @property
+    def is_https(self) -> bool:
+        return self.auth_url.startswith("https://")
+
+    @property
+    def base_path(self) -> str:
+        """The path prefix of the auth routes, e.g. ``/auth``."""
+        return urlsplit(self.auth_url).path.rstrip("/") or ""
+
+    @property
+    def origin(self) -> str:
+        parts = urlsplit(self.auth_url)
+        return f"{parts.scheme}://{parts.netloc}"
+
+    def derive_key(self, purpose: str, secret: str | None = None) -> bytes:
+        """Return a 32-byte key for one purpose, so no two uses share key material."""
+        material = (secret if secret is not None else self.secret).encode()
+        return hmac.new(material, b"webapp-auth:" + purpose.encode(), hashlib.sha256).digest()
+
+    def derive_keys(self, purpose: str) -> list[bytes]:
+        """Return the current key for ``purpose`` first, then those of previous secrets."""
+        return [self.derive_key(purpose, s) for s in (self.secret, *self.previous_secrets)]
+
+
+def load_settings(
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    instance_path: str | os.PathLike[str] = "instance",
+) -> Settings:
+    """Build the settings from the environment, the TOML file and explicit overrides.
+
+    Precedence, lowest first: built-in defaults, the TOML file's ``[auth]`` table, the
+    environment, ``overrides`` (used by tests and embedding applications).
+    """
+    env_vars: dict[str, Any] = dict(os.environ if environ is None else environ)
+    env_vars.update(overrides or {})
+
+    config_path = _opt_str(env_vars.get("AUTH_CONFIG"))
+    toml_auth, toml_providers = _read_toml(config_path)
+
+    def get(name: str, toml_key: str | None = None) -> Any:
+        if name in env_vars and env_vars[name] not in (None, ""):
+            return env_vars[name]
+        if toml_key and toml_key in toml_auth:
+            return toml_auth[toml_key]
+        return None
+
+    env = str(get("APP_ENV", "env") or "production").strip().lower()
+    if env not in ENVIRONMENTS:
+        raise ConfigError(f"APP_ENV must be one of {', '.join(ENVIRONMENTS)}; got {env!r}")
+    development = env == "development"
+
+    secret = _opt_str(get("AUTH_SECRET", "secret"))
+    if secret is None:
+        if not development:
+            raise ConfigError(
+                "AUTH_SECRET is required outside development: set it to at least "
+                f"{MIN_SECRET_LENGTH} random bytes, e.g. `python -c \"import secrets; "
+                "print(secrets.token_urlsafe(48))\"`"
+            )
+        secret = _development_secret(Path(instance_path))
+    if len(secret) < MIN_SECRET_LENGTH:
+        raise ConfigError(f"AUTH_SECRET must be at least {MIN_SECRET_LENGTH} characters long")
+    previous = tuple(
+        s.strip() for s in str(get("AUTH_PREVIOUS_SECRETS") or "").split(",") if s.strip()
+    )
+
+    auth_url = _opt_str(get("AUTH_URL", "url"))
+    if auth_url is None:
+        if not development:
+            raise ConfigError("AUTH_URL is required outside development, e.g. https://example.com/auth")
+        auth_url = DEV_AUTH_URL
+    auth_url = _validate_auth_url(auth_url)
+
+    database_url = _opt_str(get("DATABASE_URL", "database_url"))
+    if database_url is None:
+        database_url = "sqlite:///" + str(Path(instance_path).resolve() / "webapp.sqlite3")
+    elif database_url.startswith(("postgres://", "postgresql://")):
+        # Name the driver we ship (psycopg 3) so a plain libpq URL just works.
+        database_url = "postgresql+psycopg://" + database_url.split("://", 1)[1]
+
+    demo = _parse_bool("AUTH_DEMO_CREDENTIALS", get("AUTH_DEMO_CREDENTIALS", "demo_credentials"))
+    if demo is None:
+        demo = development
+    if demo and not development:
+        raise ConfigError(
+            "AUTH_DEMO_CREDENTIALS accepts any address with a fixed password and cannot be "
+            "enabled outside development (APP_ENV=development)"
+        )
+
+    email_server = _opt_str(get("EMAIL_SERVER", "email_server"))
+    email_from = _opt_str(get("EMAIL_FROM", "email_from")) or (
+        f"no-reply@{urlsplit(auth_url).hostname}"
+    )
+
+    brand_table = toml_auth.get("brand", {})
+    if not isinstance(brand_table, Mapping):
+        raise ConfigError("[auth.brand] must be a table")
+    brand = Brand(
+        name=str(get("AUTH_BRAND_NAME") or brand_table.get("name") or Brand.name),
+        logo=_opt_str(get("AUTH_BRAND_LOGO") or brand_table.get("logo")),
+        color=str(get("AUTH_BRAND_COLOR") or brand_table.get("color") or Brand.color),
+    )
+    if not re.fullmatch(r"#[0-9a-fA-F]{3}([0-9a-fA-F]{3})?", brand.color):
+        raise ConfigError(f"AUTH_BRAND_COLOR must be a hex colour like #2f5fd0; got {brand.color!r}")
+
+    provider_configs = tuple(toml_providers) + tuple(_presets_from_env(env_vars))
+    seen: set[str] = set()
+    for index, provider in enumerate(provider_configs):
+        pid = provider.get("id")
+        where = f"provider #{index + 1}" if pid is None else f"provider {pid!r}"
+        if not isinstance(pid, str) or not PROVIDER_ID_RE.fullmatch(pid):
+            raise ConfigError(f"{where}: id must match [a-z0-9_-]+")
+        if pid in seen:
+            raise ConfigError(f"{where}: duplicate id")
+        seen.add(pid)
+        if not isinstance(provider.get("type"), str):
+            raise ConfigError(f"{where}: type is required (oidc, oauth, email or credentials)")
+
+    return Settings(
+        env=env,
+        secret=secret,
+        previous_secrets=previous,
+        auth_url=auth_url,
+        trust_host=bool(_parse_bool("AUTH_TRUST_HOST", get("AUTH_TRUST_HOST", "trust_host"))),
+        database_url=database_url,
+        config_path=config_path,
+        email_server=email_server,
+        email_from=email_from,
+        provider_configs=provider_configs,
+        brand=brand,
+        demo_credentials=demo,
+        extra={k: v for k, v in toml_auth.items() if k != "brand"},
+    )
+
+
+def _development_secret(instance_path: Path) -> str:
+    """Return a secret kept in the instance folder, so development restarts keep sessions."""
+    path = instance_path / "dev-auth-secret"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    log.warning("AUTH_SECRET is not set: generated one in %s (development only)", path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(secrets.token_urlsafe(48))
+    return path.read_text().strip()
+
+
+def is_loopback_url(url: str) -> bool:
+    """Return whether ``url`` points at this machine (plain http is tolerated there)."""
+    return (urlsplit(url).hostname or "") in LOOPBACK_HOSTS
+
+
+def _validate_auth_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(f"AUTH_URL must be an absolute http(s) URL; got {url!r}")
+    if parts.query or parts.fragment or parts.username or parts.password:
+        raise ConfigError("AUTH_URL must not carry a query, fragment or user information")
+    path = parts.path.rstrip("/")
+    return f"{parts.scheme}://{parts.netloc.lower()}{path}"
+
+
+def _read_toml(path: str | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    if path is None:
+        return {}, []
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"AUTH_CONFIG: file not found: {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"AUTH_CONFIG: {path} is not valid TOML: {exc}") from None
+    auth = data.get("auth", {})
+    providers = data.get("providers", [])
+    if not isinstance(auth, dict):
+        raise ConfigError(f"AUTH_CONFIG: [auth] in {path} must be a table")
+    if not isinstance(providers, list) or not all(isinstance(p, dict) for p in providers):
+        raise ConfigError(f"AUTH_CONFIG: providers in {path} must be [[providers]] tables")
+    base_dir = str(Path(path).resolve().parent)
+    # Relative file paths in a provider (key files) are relative to the TOML file.
+    return auth, [{**p, "_config_dir": base_dir} for p in providers]
+
+
+def _presets_from_env(env_vars: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Turn ``AUTH_<PRESET>_ID``/``_SECRET``/``_ISSUER`` into provider declarations."""
+    found = []
+    for preset in PRESET_IDS:
+        prefix = "AUTH_" + preset.upper().replace("-", "_")
+        client_id = _opt_str(env_vars.get(f"{prefix}_ID"))
+        if client_id is None:
+            continue
+        entry: dict[str, Any] = {"id": preset, "type": "preset", "preset": preset,
+                                 "client_id": client_id}
+        for suffix in ("SECRET", "ISSUER"):
+            value = _opt_str(env_vars.get(f"{prefix}_{suffix}"))
+            if value is not None:
+                entry[f"client_{suffix.lower()}" if suffix == "SECRET" else "issuer"] = value
+        found.append(entry)
+    return found
+
+
+def _opt_str(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def _parse_bool(name: str, value: Any) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ConfigError(f"{name} must be true or false; got {value!r}")
