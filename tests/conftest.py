@@ -1,0 +1,222 @@
+"""Shared fixtures: the app on real databases (SQLite and PostgreSQL), clients, helpers.
+
+Each database is created and migrated once per test session; tests get a fresh app and
+empty tables. PostgreSQL is reached at TEST_DATABASE_URL (default: the local server on
+127.0.0.1:5432 with trust auth). When it is missing, its tests are skipped, except under
+CI=true, where a missing PostgreSQL fails the run.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from flask import Flask
+from flask.testing import FlaskClient
+
+from webapp import MIGRATIONS_DIR, create_app
+from webapp.auth.hooks import AuthHooks
+from webapp.extensions import db
+
+TEST_SECRET = "test-secret-" + "x" * 40
+PG_ADMIN_URL = os.environ.get(
+    "TEST_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+@functools.cache
+def pg_admin_engine() -> sa.Engine:
+    # NullPool: no idle connection outlives its use (they would block DROP DATABASE).
+    return sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+
+
+def postgres_available() -> bool:
+    try:
+        with pg_admin_engine().connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+        return True
+    except sa.exc.OperationalError:
+        return False
+
+
+def require_postgres() -> None:
+    if postgres_available():
+        return
+    message = f"PostgreSQL is not reachable at {PG_ADMIN_URL}"
+    if IN_CI:
+        pytest.fail(message + " (CI=true: a missing service is a failure)", pytrace=False)
+    pytest.skip(message)
+
+
+def create_pg_database(prefix: str = "webapp_test") -> str:
+    """Create an empty PostgreSQL database; return its SQLAlchemy URL."""
+    require_postgres()
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    with pg_admin_engine().connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    return re.sub(r"/[^/]*$", f"/{name}", PG_ADMIN_URL)
+
+
+def drop_pg_database(url: str) -> None:
+    name = url.rsplit("/", 1)[1]
+    with pg_admin_engine().connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+def base_config(database_url: str, **overrides: Any) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "APP_ENV": "development",
+        "AUTH_SECRET": TEST_SECRET,
+        "AUTH_URL": "http://localhost/auth",
+        "DATABASE_URL": database_url,
+        "TESTING": True,
+    }
+    config.update(overrides)
+    return config
+
+
+def migrate_database(database_url: str, revision: str = "head") -> None:
+    from flask_migrate import upgrade
+
+    app = create_app(base_config(database_url), environ={})
+    with app.app_context():
+        upgrade(directory=str(MIGRATIONS_DIR), revision=revision)
+        db.engine.dispose()
+
+
+@pytest.fixture(scope="session", params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A migrated database of each kind, shared by the whole test session."""
+    if request.param == "sqlite":
+        url = "sqlite:///" + str(tmp_path_factory.mktemp("sqlite") / "test.sqlite3")
+        migrate_database(url)
+        yield url
+        return
+    url = create_pg_database()
+    try:
+        migrate_database(url)
+        yield url
+    finally:
+        drop_pg_database(url)
+
+
+@pytest.fixture
+def postgres_url(tmp_path: Path) -> Iterator[str]:
+    """A migrated PostgreSQL database for tests that need PostgreSQL specifically."""
+    url = create_pg_database()
+    try:
+        migrate_database(url)
+        yield url
+    finally:
+        drop_pg_database(url)
+
+
+def _empty_tables() -> None:
+    tables = [t for t in reversed(db.metadata.sorted_tables)]
+    with db.engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            names = ", ".join(f'"{t.name}"' for t in tables)
+            conn.execute(sa.text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
+        else:
+            for table in tables:
+                conn.execute(table.delete())
+
+
+@pytest.fixture
+def make_app(database_url: str) -> Iterator[Callable[..., Flask]]:
+    """Build apps on the shared database: ``make_app(AUTH_URL=…, hooks=…)``."""
+    made: list[Flask] = []
+
+    def factory(*, hooks: AuthHooks | None = None, **overrides: Any) -> Flask:
+        app = create_app(base_config(database_url, **overrides), environ={}, hooks=hooks)
+        made.append(app)
+        return app
+
+    yield factory
+    for app in made:
+        with app.app_context():
+            _empty_tables()
+            db.engine.dispose()
+
+
+@pytest.fixture
+def app(make_app: Callable[..., Flask]) -> Flask:
+    return make_app()
+
+
+@pytest.fixture
+def client(app: Flask) -> FlaskClient:
+    return app.test_client()
+
+
+@pytest.fixture
+def runner(app: Flask) -> Any:
+    return app.test_cli_runner()
+
+
+class AuthActions:
+    """Sign-in actions through the real routes (the demo credentials provider)."""
+
+    def __init__(self, client: FlaskClient) -> None:
+        self.client = client
+
+    def csrf(self) -> str:
+        return str(self.client.get("/auth/csrf").json["csrfToken"])  # type: ignore[index]
+
+    def signin(self, email: str = "ann@example.com", password: str = "demo", **form: str) -> Any:
+        data = {"csrfToken": self.csrf(), "email": email, "password": password, **form}
+        return self.client.post("/auth/callback/demo", data=data)
+
+    def signout(self, **form: str) -> Any:
+        return self.client.post("/auth/signout", data={"csrfToken": self.csrf(), **form})
+
+    def session_cookie(self) -> str | None:
+        cookie = self.client.get_cookie("auth.session-token")
+        return cookie.value if cookie else None
+
+
+@pytest.fixture
+def auth(client: FlaskClient) -> AuthActions:
+    return AuthActions(client)
+
+
+class SqlCounter:
+    """Records the SQL statements an engine runs while active."""
+
+    def __init__(self) -> None:
+        self.statements: list[str] = []
+
+    def __call__(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        self.statements.append(statement)
+
+    @property
+    def writes(self) -> list[str]:
+        return [s for s in self.statements if s.lstrip().split()[0].upper() in
+                {"INSERT", "UPDATE", "DELETE"}]
+
+
+@pytest.fixture
+def count_sql(app: Flask) -> Callable[[], Any]:
+    """``with count_sql() as sql: …`` records every statement the app's engine runs."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def counting() -> Iterator[SqlCounter]:
+        counter = SqlCounter()
+        with app.app_context():
+            engine = db.engine
+        sa.event.listen(engine, "before_cursor_execute", counter)
+        try:
+            yield counter
+        finally:
+            sa.event.remove(engine, "before_cursor_execute", counter)
+
+    return counting
