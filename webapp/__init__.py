@@ -12,7 +12,7 @@ from flask_wtf.csrf import CSRFError
 from werkzeug.exceptions import HTTPException
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from . import observability
+from . import database, observability
 from .auth.cookies import CSRF_COOKIE, apply_cookies, cookie_name
 from .auth.hooks import AuthHooks
 from .extensions import csrf, db, login_manager, migrate
@@ -45,7 +45,7 @@ def create_app(
     app.config["TESTING"] = bool((config or {}).get("TESTING", False))
 
     observability.init_app(app)
-    db.init_app(app)
+    database.init_app(app)
     migrate.init_app(app, db, directory=str(MIGRATIONS_DIR))
     csrf.init_app(app)
     _init_login(app)
@@ -80,7 +80,7 @@ def _configure_flask(app: Flask, conf: Settings) -> None:
         SECRET_KEY=conf.derive_key("flask-session").hex(),
         SECRET_KEY_FALLBACKS=[k.hex() for k in conf.derive_keys("flask-session")[1:]],
         SQLALCHEMY_DATABASE_URI=conf.database_url,
-        SQLALCHEMY_ENGINE_OPTIONS=_engine_options(conf.database_url),
+        SQLALCHEMY_ENGINE_OPTIONS=database.engine_options(conf.database_url),
         # Flask's own session cookie only carries the CSRF secret (Flask-WTF keeps it there).
         SESSION_COOKIE_NAME=cookie_name(CSRF_COOKIE, host_only=True, https=conf.is_https),
         SESSION_COOKIE_HTTPONLY=True,
@@ -95,12 +95,6 @@ def _configure_flask(app: Flask, conf: Settings) -> None:
         MAX_CONTENT_LENGTH=64 * 1024,
         MAX_FORM_MEMORY_SIZE=64 * 1024,
     )
-
-
-def _engine_options(url: str) -> dict[str, Any]:
-    if url.startswith("sqlite"):
-        return {"connect_args": {"timeout": 15}}
-    return {"pool_pre_ping": True, "pool_size": 10, "max_overflow": 5, "pool_recycle": 1800}
 
 
 def _init_login(app: Flask) -> None:

@@ -1,0 +1,150 @@
+"""Route shapes, status codes and headers of every auth action (spec §2)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+NO_STORE = {"Cache-Control": "private, no-cache, no-store", "Pragma": "no-cache", "Expires": "0"}
+
+
+def assert_no_store(response):
+    for name, value in NO_STORE.items():
+        assert response.headers.get(name) == value, name
+
+
+def test_providers_lists_each_provider_and_sets_no_cookie(client):
+    r = client.get("/auth/providers")
+    assert r.status_code == 200
+    assert r.headers.get("Set-Cookie") is None
+    demo = r.json["demo"]
+    assert demo == {
+        "id": "demo",
+        "name": "Demo account (development only)",
+        "type": "credentials",
+        "signinUrl": "http://localhost/auth/signin/demo",
+        "callbackUrl": "http://localhost/auth/callback/demo",
+    }
+
+
+def test_session_signed_out_is_null_with_no_cache_headers(client):
+    r = client.get("/auth/session")
+    assert r.status_code == 200
+    assert r.json is None
+    assert r.data.strip() == b"null"
+    assert_no_store(r)
+
+
+def test_session_signed_in_shape(client, auth):
+    auth.signin("Ann@Example.com")
+    r = client.get("/auth/session")
+    assert r.status_code == 200
+    assert_no_store(r)
+    assert set(r.json) == {"user", "expires"}
+    assert r.json["user"] == {"name": "ann", "email": "ann@example.com", "image": None}
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", r.json["expires"])
+
+
+def test_csrf_returns_token_and_sets_its_cookie(client):
+    r = client.get("/auth/csrf")
+    assert r.status_code == 200
+    assert_no_store(r)
+    assert isinstance(r.json["csrfToken"], str) and len(r.json["csrfToken"]) > 20
+    assert "auth.csrf-token=" in r.headers["Set-Cookie"]
+
+
+def test_signin_page_lists_providers_and_carries_csrf_and_callback(client):
+    r = client.get("/auth/signin?callbackUrl=/account&email=ann@example.com")
+    assert r.status_code == 200
+    html = r.get_data(as_text=True)
+    assert 'action="/auth/callback/demo"' in html
+    assert 'name="csrfToken"' in html
+    assert 'name="callbackUrl" value="/account"' in html
+    assert 'value="ann@example.com"' in html
+
+
+def test_signin_page_drops_an_unsafe_callback_url(client):
+    html = client.get("/auth/signin?callbackUrl=//evil.example").get_data(as_text=True)
+    assert "evil.example" not in html
+
+
+def test_signin_page_shows_the_error_message(client):
+    html = client.get("/auth/signin?error=CredentialsSignin").get_data(as_text=True)
+    assert 'role="alert"' in html
+    assert "did not match" in html
+
+
+def test_signin_unknown_provider_redirects_with_signin_error(client, auth):
+    r = client.post("/auth/signin/nope", data={"csrfToken": auth.csrf()})
+    assert r.status_code == 302
+    assert r.headers["Location"] == "http://localhost/auth/signin?error=Signin"
+
+
+@pytest.mark.parametrize("how", ["form", "header"])
+def test_json_mode_answers_url_instead_of_redirect(client, auth, how):
+    data = {"csrfToken": auth.csrf(), "email": "ann@example.com", "password": "demo",
+            "callbackUrl": "/account"}
+    headers = {}
+    if how == "form":
+        data["json"] = "true"
+    else:
+        headers["X-Auth-Return-Redirect"] = "1"
+    r = client.post("/auth/signin/demo", data=data, headers=headers)
+    assert r.status_code == 200
+    assert r.json == {"url": "http://localhost/account"}
+    assert "auth.session-token=" in r.headers["Set-Cookie"]
+
+
+def test_signout_page_has_a_post_form(client):
+    html = client.get("/auth/signout").get_data(as_text=True)
+    assert 'method="post"' in html and 'action="/auth/signout"' in html
+    assert 'name="csrfToken"' in html
+
+
+def test_verify_request_page(client):
+    r = client.get("/auth/verify-request?provider=email&type=email")
+    assert r.status_code == 200
+    assert "Check your email" in r.get_data(as_text=True)
+
+
+@pytest.mark.parametrize(
+    "method,path",
+    [
+        ("put", "/auth/session"),
+        ("delete", "/auth/signout"),
+        ("patch", "/auth/csrf"),
+        ("get", "/auth/signin/demo"),
+        ("put", "/auth/callback/demo"),
+        ("options", "/auth/providers"),
+    ],
+)
+def test_other_methods_get_405_with_allow(client, method, path):
+    r = getattr(client, method)(path)
+    assert r.status_code == 405
+    allowed = {m.strip() for m in r.headers["Allow"].split(",")}
+    assert allowed <= {"GET", "HEAD", "POST"}
+    assert allowed
+
+
+@pytest.mark.parametrize("path", ["/auth/nope", "/auth/signin/demo/extra", "/auth/callback"])
+def test_unknown_actions_get_404(client, path):
+    assert client.get(path).status_code == 404
+
+
+def test_every_response_carries_a_request_id(client):
+    r = client.get("/auth/session")
+    assert re.fullmatch(r"[0-9a-f]{32}", r.headers["X-Request-ID"])
+    r = client.get("/auth/session", headers={"X-Request-ID": "proxy-id-1234"})
+    assert r.headers["X-Request-ID"] == "proxy-id-1234"
+    r = client.get("/auth/session", headers={"X-Request-ID": "bad id; <script>"})
+    assert re.fullmatch(r"[0-9a-f]{32}", r.headers["X-Request-ID"])
+
+
+def test_custom_base_path(make_app):
+    app = make_app(AUTH_URL="http://localhost/api/auth")
+    client = app.test_client()
+    assert client.get("/api/auth/session").status_code == 200
+    assert client.get("/auth/session").status_code == 404
+    providers = client.get("/api/auth/providers").json
+    assert providers["demo"]["signinUrl"] == "http://localhost/api/auth/signin/demo"
