@@ -16,7 +16,7 @@ from urllib.parse import quote, unquote, urlsplit
 from . import urls
 from .hooks import current_hooks
 
-_CONTROL = re.compile(r"[\x00-\x20\x7f]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # Characters safe to leave as they are in a path + query + fragment; the rest is escaped.
 _SAFE_CHARS = "/?#&=;:@!$'()*+,-._~%[]"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -53,9 +53,9 @@ def _same_site_path(value: str, site: str) -> str | None:
             break
         layers.append(decoded)
     for layer in layers:
-        if _CONTROL.search(layer) or "\\" in layer or layer.startswith("//"):
+        if _CONTROL.search(layer) or "\\" in layer or layer != layer.strip():
             return None
-        if layer.startswith("/") and layer[1:2] in ("/", "\\"):
+        if layer.startswith("//"):
             return None
 
     if value.startswith("/"):
