@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
+from typing import Any
 
 from flask import Flask, Response, g, has_request_context, request
 
@@ -12,12 +13,27 @@ REQUEST_ID_HEADER = "X-Request-ID"
 _VALID_ID = re.compile(r"^[A-Za-z0-9._-]{8,64}$")
 
 
-class RequestIdFilter(logging.Filter):
-    """Add ``request_id`` to every record ("-" outside a request)."""
+def _current_request_id() -> str:
+    return str(g.get("request_id", "-")) if has_request_context() else "-"
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        record.request_id = g.get("request_id", "-") if has_request_context() else "-"
-        return True
+
+def _install_record_factory() -> None:
+    """Give every log record a ``request_id`` attribute ("-" outside a request).
+
+    A record factory rather than a handler filter, so that handlers added later (a WSGI
+    server's, pytest's) see the attribute too.
+    """
+    previous = logging.getLogRecordFactory()
+    if getattr(previous, "adds_request_id", False):
+        return
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        record.request_id = _current_request_id()
+        return record
+
+    factory.adds_request_id = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(factory)
 
 
 def init_app(app: Flask) -> None:
@@ -35,6 +51,7 @@ def init_app(app: Flask) -> None:
             response.headers[REQUEST_ID_HEADER] = g.request_id
         return response
 
+    _install_record_factory()
     root = logging.getLogger()
     if not root.handlers:
         handler = logging.StreamHandler()
@@ -43,6 +60,3 @@ def init_app(app: Flask) -> None:
         )
         root.addHandler(handler)
         root.setLevel(logging.INFO)
-    for handler in root.handlers:
-        if not any(isinstance(f, RequestIdFilter) for f in handler.filters):
-            handler.addFilter(RequestIdFilter())

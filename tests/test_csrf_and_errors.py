@@ -1,0 +1,140 @@
+"""CSRF on state-changing POSTs, and error routing (spec §4)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import sqlalchemy as sa
+
+from webapp.auth.errors import ALL_CODES, ERROR_PAGE_STATUS, SIGNIN_CODES, MESSAGES
+from webapp.extensions import db
+from webapp.models import Session, User
+
+
+def counts(app):
+    with app.app_context():
+        return (
+            db.session.scalar(sa.select(sa.func.count()).select_from(User)),
+            db.session.scalar(sa.select(sa.func.count()).select_from(Session)),
+        )
+
+
+@pytest.mark.parametrize("token", [None, "", "forged", "IjAi.AAAA.BBBB"])
+def test_signin_without_a_valid_csrf_token_changes_nothing(app, client, token):
+    client.get("/auth/csrf")
+    data = {"email": "ann@example.com", "password": "demo", "callbackUrl": "/account"}
+    if token is not None:
+        data["csrfToken"] = token
+    r = client.post("/auth/callback/demo", data=data)
+    assert r.status_code == 302
+    assert r.headers["Location"] == "http://localhost/auth/signin?error=MissingCSRF"
+    assert r.headers.get("Set-Cookie") is None or "session-token" not in r.headers["Set-Cookie"]
+    assert counts(app) == (0, 0)
+
+
+def test_a_token_from_another_browser_is_refused(app, client, auth):
+    other = app.test_client()
+    foreign = other.get("/auth/csrf").json["csrfToken"]
+    client.get("/auth/csrf")
+    r = client.post("/auth/signin/demo", data={
+        "csrfToken": foreign, "email": "ann@example.com", "password": "demo"})
+    assert r.headers["Location"].endswith("error=MissingCSRF")
+    assert counts(app) == (0, 0)
+
+
+def test_json_clients_get_400_missing_csrf(app, client):
+    r = client.post("/auth/signin/demo", json={"email": "ann@example.com", "password": "demo"})
+    assert r.status_code == 400
+    assert r.json == {"error": "MissingCSRF"}
+    r = client.post("/auth/signin/demo", data={"json": "true"})
+    assert r.status_code == 400 and r.json == {"error": "MissingCSRF"}
+    assert counts(app) == (0, 0)
+
+
+def test_scripts_can_send_the_token_in_a_header(client, auth):
+    token = auth.csrf()
+    r = client.post(
+        "/auth/signin/demo",
+        data={"email": "ann@example.com", "password": "demo", "json": "true"},
+        headers={"X-CSRFToken": token},
+    )
+    assert r.status_code == 200 and r.json == {"url": "http://localhost/"}
+
+
+def test_signout_with_a_bad_token_keeps_the_session(app, client, auth):
+    auth.signin()
+    r = client.post("/auth/signout", data={"csrfToken": "nope"})
+    assert r.headers["Location"].endswith("error=MissingCSRF")
+    assert counts(app) == (1, 1)
+    assert client.get("/auth/session").json["user"]["email"] == "ann@example.com"
+
+
+@pytest.mark.parametrize("code", sorted(SIGNIN_CODES))
+def test_signin_codes_route_to_the_signin_page(client, code):
+    r = client.get(f"/auth/error?error={code}&callbackUrl=/account")
+    assert r.status_code == 302
+    assert r.headers["Location"] == (
+        f"http://localhost/auth/signin?error={code}&callbackUrl=%2Faccount"
+    )
+    page = client.get(r.headers["Location"]).get_data(as_text=True)
+    assert MESSAGES[code].title in page
+    assert 'name="callbackUrl" value="/account"' in page
+
+
+@pytest.mark.parametrize("code,status", sorted(ERROR_PAGE_STATUS.items()))
+def test_error_page_codes_and_statuses(client, code, status):
+    r = client.get(f"/auth/error?error={code}")
+    assert r.status_code == status
+    page = r.get_data(as_text=True)
+    assert MESSAGES[code].title in page
+    assert r.headers["X-Request-ID"] in page
+    assert 'href="/auth/signin"' in page
+
+
+@pytest.mark.parametrize("query", ["", "?error=", "?error=Nonsense", "?error=%3Cscript%3E"])
+def test_unknown_or_missing_code_is_a_generic_200(client, query):
+    r = client.get(f"/auth/error{query}")
+    assert r.status_code == 200
+    page = r.get_data(as_text=True)
+    assert "Something went wrong" in page
+    assert "<script>" not in page
+
+
+def test_every_code_has_its_own_message():
+    assert set(MESSAGES) == ALL_CODES
+    assert len({m.message for m in MESSAGES.values()}) == len(MESSAGES)
+
+
+def test_error_page_links_are_not_built_from_the_request(client):
+    page = client.get("/auth/error?error=Verification", headers={"Host": "evil.example"})
+    assert b"evil.example" not in page.data
+
+
+def test_unexpected_errors_show_no_internals(make_app, caplog):
+    from webapp.auth.hooks import AuthHooks
+
+    hooks = AuthHooks()
+
+    @hooks.on_session
+    def boom(user, session):
+        raise RuntimeError("SELECT password FROM secrets -- tok_abc123")
+
+    app = make_app(hooks=hooks)
+    client = app.test_client()
+    token = client.get("/auth/csrf").json["csrfToken"]
+    client.post("/auth/callback/demo", data={
+        "csrfToken": token, "email": "ann@example.com", "password": "demo"})
+    with caplog.at_level(logging.ERROR):
+        r = client.get("/auth/session", headers={"Accept": "text/html"})
+    assert r.status_code == 500
+    body = r.get_data(as_text=True)
+    assert "SELECT" not in body and "tok_abc123" not in body and "RuntimeError" not in body
+    assert r.headers["X-Request-ID"] in body
+    # The detail goes to the log, for the operator, under the id the page shows.
+    [record] = [r for r in caplog.records if "unhandled error" in r.getMessage()]
+    assert "tok_abc123" in caplog.text
+    assert record.request_id == r.headers["X-Request-ID"]
+    r = client.get("/auth/session", headers={"Accept": "application/json"})
+    assert r.status_code == 500
+    assert r.json == {"error": "InternalError", "requestId": r.headers["X-Request-ID"]}
