@@ -93,7 +93,9 @@ def migrate_database(database_url: str, revision: str = "head") -> None:
 
 
 @pytest.fixture(scope="session", params=["sqlite", "postgresql"])
-def database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def database_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
     """A migrated database of each kind, shared by the whole test session."""
     if request.param == "sqlite":
         url = "sqlite:///" + str(tmp_path_factory.mktemp("sqlite") / "test.sqlite3")

@@ -7,7 +7,7 @@ import logging
 import pytest
 import sqlalchemy as sa
 
-from webapp.auth.errors import ALL_CODES, ERROR_PAGE_STATUS, SIGNIN_CODES, MESSAGES
+from webapp.auth.errors import ALL_CODES, ERROR_PAGE_STATUS, MESSAGES, SIGNIN_CODES
 from webapp.extensions import db
 from webapp.models import Session, User
 

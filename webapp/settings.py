@@ -94,6 +94,49 @@ class Settings:
     log_beacon_max_bytes: int = 4096
     #: Longest user agent string kept on a session row.
     user_agent_max_length: int = 512
+    #: Seconds to wait for a TCP connection to an identity provider.
+    http_connect_timeout: float = 5.0
+    #: Seconds to wait for an identity provider's answer once connected.
+    http_read_timeout: float = 10.0
+    #: Least time between two JWKS refetches caused by unknown ``kid``s, so a burst of
+    #: forged tokens cannot make us hammer the provider (key rotation still works).
+    jwks_refetch_interval: timedelta = timedelta(minutes=1)
+    #: How long the state, PKCE and nonce cookies of an OAuth sign-in live (spec §9).
+    oauth_check_max_age: timedelta = timedelta(seconds=900)
+    #: Lifetime of the JWTs we sign to authenticate at token endpoints (spec §9).
+    client_assertion_lifetime: timedelta = timedelta(seconds=60)
+    #: Clock skew tolerated on ID token ``exp`` and ``iat``.
+    id_token_leeway: timedelta = timedelta(seconds=60)
+    #: Database connections each worker process keeps (PostgreSQL): one per server thread,
+    #: since a request holds at most one at a time on the hot path (README, Production).
+    db_pool_size: int = 10
+    #: Extra connections a worker may open under bursts beyond ``db_pool_size``.
+    db_max_overflow: int = 5
+    #: Test each pooled connection with ``SELECT 1`` before use. Off: that is a second round
+    #: trip on every session read; a connection the server dropped fails one request, and
+    #: the pool then discards all its connections. On for networks that cut idle connections.
+    db_pool_pre_ping: bool = False
+    #: Add ``X-SQL-Statements`` and ``X-SQL-Writes`` to every response (the benchmark's
+    #: per-request SQL count; off in normal operation).
+    sql_count_headers: bool = False
+    #: E-mail links sent per address per window; further requests send nothing (spec §5).
+    email_address_limit: RateLimit = RateLimit(3, timedelta(minutes=10))
+    #: E-mail links requested per client IP per window, whatever the addresses.
+    email_ip_limit: RateLimit = RateLimit(20, timedelta(minutes=10))
+    #: How long an e-mail link and its one-time code stay valid (spec §9).
+    email_token_max_age: timedelta = timedelta(hours=24)
+    #: Wrong one-time codes allowed per request; the last of them burns the request.
+    email_code_max_attempts: int = 5
+    #: Seconds to wait for the SMTP server to connect and for each of its replies.
+    email_timeout: float = 10.0
+    #: The message's subject, a Jinja template that sees ``site`` and ``host``.
+    email_subject: str = "Sign in to {{ site }}"
+    #: A folder whose ``signin.txt`` / ``signin.html`` replace the built-in message templates.
+    email_templates: str | None = None
+    #: Where the development outbox writes messages when EMAIL_SERVER is unset.
+    email_outbox: str = "instance/outbox"
+    #: A CA bundle to trust for the SMTP server's certificate (a private CA); default: system.
+    email_ca_file: str | None = None
     #: Extra settings of the TOML file's ``[auth]`` table that later features read.
     extra: Mapping[str, Any] = field(default_factory=dict)
 
@@ -206,7 +249,9 @@ def load_settings(
         color=str(get("AUTH_BRAND_COLOR") or brand_table.get("color") or Brand.color),
     )
     if not re.fullmatch(r"#[0-9a-fA-F]{3}([0-9a-fA-F]{3})?", brand.color):
-        raise ConfigError(f"AUTH_BRAND_COLOR must be a hex colour like #2f5fd0; got {brand.color!r}")
+        raise ConfigError(
+            f"AUTH_BRAND_COLOR must be a hex colour like #2f5fd0; got {brand.color!r}"
+        )
 
     provider_configs = tuple(toml_providers) + tuple(_presets_from_env(env_vars))
     seen: set[str] = set()
@@ -221,6 +266,11 @@ def load_settings(
         if not isinstance(provider.get("type"), str):
             raise ConfigError(f"{where}: type is required (oidc, oauth, email or credentials)")
 
+    pool_size = _parse_int("DB_POOL_SIZE", get("DB_POOL_SIZE"), Settings.db_pool_size, 1)
+    max_overflow = _parse_int(
+        "DB_MAX_OVERFLOW", get("DB_MAX_OVERFLOW"), Settings.db_max_overflow, 0
+    )
+
     return Settings(
         env=env,
         secret=secret,
@@ -234,7 +284,34 @@ def load_settings(
         provider_configs=provider_configs,
         brand=brand,
         demo_credentials=demo,
+        http_connect_timeout=_parse_seconds(
+            "AUTH_HTTP_CONNECT_TIMEOUT", get("AUTH_HTTP_CONNECT_TIMEOUT", "http_connect_timeout"),
+            Settings.http_connect_timeout,
+        ),
+        http_read_timeout=_parse_seconds(
+            "AUTH_HTTP_READ_TIMEOUT", get("AUTH_HTTP_READ_TIMEOUT", "http_read_timeout"),
+            Settings.http_read_timeout,
+        ),
+        email_address_limit=_parse_rate(
+            "EMAIL_ADDRESS_LIMIT", get("EMAIL_ADDRESS_LIMIT", "email_address_limit"),
+            Settings.email_address_limit,
+        ),
+        email_ip_limit=_parse_rate(
+            "EMAIL_IP_LIMIT", get("EMAIL_IP_LIMIT", "email_ip_limit"), Settings.email_ip_limit
+        ),
+        email_timeout=_parse_seconds(
+            "EMAIL_TIMEOUT", get("EMAIL_TIMEOUT", "email_timeout"), Settings.email_timeout
+        ),
+        email_subject=_opt_str(get("EMAIL_SUBJECT", "email_subject")) or Settings.email_subject,
+        email_templates=_opt_str(get("EMAIL_TEMPLATES", "email_templates")),
+        email_outbox=_opt_str(get("EMAIL_OUTBOX", "email_outbox"))
+        or str(Path(instance_path).resolve() / "outbox"),
+        email_ca_file=_opt_str(get("EMAIL_CA_FILE", "email_ca_file")),
         extra={k: v for k, v in toml_auth.items() if k != "brand"},
+        db_pool_size=pool_size,
+        db_max_overflow=max_overflow,
+        db_pool_pre_ping=bool(_parse_bool("DB_POOL_PRE_PING", get("DB_POOL_PRE_PING"))),
+        sql_count_headers=bool(_parse_bool("SQL_COUNT_HEADERS", get("SQL_COUNT_HEADERS"))),
     )
 
 
@@ -307,11 +384,50 @@ def _presets_from_env(env_vars: Mapping[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
+_RATE_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*([smh])\s*$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600}
+
+
+def _parse_rate(name: str, value: Any, default: RateLimit) -> RateLimit:
+    """Parse ``"<count>/<window>"`` such as ``3/10m``, ``20/600s`` or ``100/1h``."""
+    if value is None:
+        return default
+    match = _RATE_RE.match(str(value))
+    if match is None or int(match[1]) < 1 or int(match[2]) < 1:
+        raise ConfigError(f"{name} must look like 3/10m (count/window in s, m or h); got {value!r}")
+    seconds = int(match[2]) * _UNIT_SECONDS[match[3]]
+    return RateLimit(int(match[1]), timedelta(seconds=seconds))
+
+
 def _opt_str(value: Any) -> str | None:
     if value is None:
         return None
     text = str(value).strip()
     return text or None
+
+
+def _parse_int(name: str, value: Any, default: int, minimum: int) -> int:
+    if value is None:
+        return default
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise ConfigError(f"{name} must be a whole number; got {value!r}") from None
+    if number < minimum:
+        raise ConfigError(f"{name} must be at least {minimum}; got {number}")
+    return number
+
+
+def _parse_seconds(name: str, value: Any, default: float) -> float:
+    if value is None:
+        return default
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = -1.0
+    if not 0 < seconds <= 300:
+        raise ConfigError(f"{name} must be a number of seconds between 0 and 300; got {value!r}")
+    return seconds
 
 
 def _parse_bool(name: str, value: Any) -> bool | None:
