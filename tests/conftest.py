@@ -222,3 +222,28 @@ def count_sql(app: Flask) -> Callable[[], Any]:
             sa.event.remove(engine, "before_cursor_execute", counter)
 
     return counting
+
+
+@pytest.fixture(scope="session")
+def node_op(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The npm package oidc-provider on a loopback port, for the whole test session."""
+    from .oauth_support import NodeOP
+
+    op = NodeOP(tmp_path_factory.mktemp("oidc-provider"))
+    op.start()
+    try:
+        yield op
+    finally:
+        op.stop()
+
+
+@pytest.fixture
+def make_oauth_app(make_app: Callable[..., Flask], tmp_path: Path) -> Callable[..., Flask]:
+    """``make_oauth_app([provider tables], **settings)``: an app with those providers."""
+    from .oauth_support import write_providers_toml
+
+    def factory(entries: list[dict[str, Any]], **overrides: Any) -> Flask:
+        path = write_providers_toml(tmp_path / f"auth-{uuid.uuid4().hex[:8]}.toml", entries)
+        return make_app(AUTH_CONFIG=str(path), **overrides)
+
+    return factory

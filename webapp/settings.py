@@ -253,7 +253,9 @@ def load_settings(
             f"AUTH_BRAND_COLOR must be a hex colour like #2f5fd0; got {brand.color!r}"
         )
 
-    provider_configs = tuple(toml_providers) + tuple(_presets_from_env(env_vars))
+    provider_configs = tuple(
+        _secret_from_env(p, env_vars) for p in toml_providers
+    ) + tuple(_presets_from_env(env_vars))
     seen: set[str] = set()
     for index, provider in enumerate(provider_configs):
         pid = provider.get("id")
@@ -364,6 +366,20 @@ def _read_toml(path: str | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     base_dir = str(Path(path).resolve().parent)
     # Relative file paths in a provider (key files) are relative to the TOML file.
     return auth, [{**p, "_config_dir": base_dir} for p in providers]
+
+
+def _secret_from_env(provider: dict[str, Any], env_vars: Mapping[str, Any]) -> dict[str, Any]:
+    """Resolve ``client_secret_env = "NAME"`` so secrets can stay out of the TOML file."""
+    name = provider.get("client_secret_env")
+    if name is None:
+        return provider
+    secret = _opt_str(env_vars.get(str(name)))
+    if secret is None:
+        raise ConfigError(
+            f"provider {provider.get('id')!r}: client_secret_env names {name!r}, which is not set"
+        )
+    rest = {k: v for k, v in provider.items() if k != "client_secret_env"}
+    return rest | {"client_secret": secret}
 
 
 def _presets_from_env(env_vars: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -38,6 +38,7 @@ class _Pending:
     expires: datetime | None
     max_age: int | None
     path: str
+    same_site: str
 
 
 def _jar() -> dict[str, _Pending]:
@@ -53,14 +54,20 @@ def set_cookie(
     expires: datetime | None = None,
     max_age: int | None = None,
     path: str = "/",
+    same_site: str = "Lax",
 ) -> None:
-    """Queue ``name=value`` on the response; a later call for the same name wins."""
-    _jar()[name] = _Pending(name, value, expires, max_age, path)
+    """Queue ``name=value`` on the response; a later call for the same name wins.
+
+    ``same_site="None"`` is only for cookies that must come back on a cross-site POST
+    (an identity provider's form_post); such a cookie is always marked Secure, which
+    browsers require and also honour on http://localhost.
+    """
+    _jar()[name] = _Pending(name, value, expires, max_age, path, same_site)
 
 
-def clear_cookie(name: str, *, path: str = "/") -> None:
+def clear_cookie(name: str, *, path: str = "/", same_site: str = "Lax") -> None:
     """Queue the removal of ``name``."""
-    _jar()[name] = _Pending(name, "", datetime(1970, 1, 1), 0, path)
+    _jar()[name] = _Pending(name, "", datetime(1970, 1, 1), 0, path, same_site)
 
 
 def apply_cookies(response: Response) -> Response:
@@ -76,9 +83,9 @@ def apply_cookies(response: Response) -> Response:
             expires=c.expires,
             max_age=c.max_age,
             path=c.path,
-            secure=secure,
+            secure=secure or c.same_site == "None",
             httponly=True,
-            samesite="Lax",
+            samesite=c.same_site,
         )
     jar.clear()
     return response

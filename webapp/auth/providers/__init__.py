@@ -87,7 +87,8 @@ def register_kind(type_name: str, builder: Builder) -> None:
 
 def build_providers(conf: Settings) -> dict[str, Provider]:
     """Build every configured provider, in configuration order; raise ConfigError."""
-    from . import credentials  # noqa: F401  (registers its kind)
+    # Importing a kind's module registers it (oauth: oidc, oauth and preset).
+    from . import credentials, oauth  # noqa: F401
 
     built: dict[str, Provider] = {}
     for entry in conf.provider_configs:

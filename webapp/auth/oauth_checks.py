@@ -1,0 +1,114 @@
+"""The state, PKCE and nonce of an OAuth sign-in, each in its own encrypted cookie.
+
+Each value is sealed with AES-GCM under a key derived from AUTH_SECRET, with the provider
+id and the check's name as associated data: a cookie cannot be read, forged, or moved to
+another provider or check. The expiry (900 s) is inside the sealed payload as well as on
+the cookie, so an old cookie a browser kept is still refused.
+
+Parallel tabs: the cookie names carry a digest of the flow's ``state``, so each sign-in
+in flight has its own cookies and a second tab cannot overwrite the first tab's. A
+provider without the state check has one flow at a time (its cookies have fixed names).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from flask import request
+
+from . import cookies, urls
+
+#: What a flow keeps, one cookie each: the three checks and where to go afterwards.
+ITEMS = ("state", "pkce", "nonce", "callback_url")
+_KEY_PURPOSE = "oauth-checks"
+
+
+@dataclass(frozen=True)
+class Checks:
+    """The values one sign-in must see again at its callback (None: check not used)."""
+
+    state: str | None = None
+    pkce: str | None = None
+    nonce: str | None = None
+    #: Not a check: the callbackUrl given at sign-in, kept for after the provider's answer.
+    callback_url: str | None = None
+
+
+def _flow_key(state: str | None) -> str:
+    if state is None:
+        return "0"
+    return hashlib.sha256(state.encode()).hexdigest()[:16]
+
+
+def _name(provider_id: str, item: str, state: str | None) -> str:
+    short = {"callback_url": "callback-url"}.get(item, item)
+    return cookies.cookie_name(f"auth.{short}.{provider_id}.{_flow_key(state)}")
+
+
+def _aad(provider_id: str, check: str) -> bytes:
+    return f"{provider_id}\x00{check}".encode()
+
+
+def _seal(provider_id: str, check: str, value: str, expires: int) -> str:
+    key = urls.settings().derive_key(_KEY_PURPOSE)
+    nonce = os.urandom(12)
+    payload = json.dumps({"v": value, "exp": expires}).encode()
+    sealed = nonce + AESGCM(key).encrypt(nonce, payload, _aad(provider_id, check))
+    return base64.urlsafe_b64encode(sealed).rstrip(b"=").decode()
+
+
+def _open(provider_id: str, check: str, token: str) -> str | None:
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    except (ValueError, TypeError):
+        return None
+    if len(raw) < 13:
+        return None
+    for key in urls.settings().derive_keys(_KEY_PURPOSE):
+        try:
+            payload = json.loads(AESGCM(key).decrypt(raw[:12], raw[12:], _aad(provider_id, check)))
+        except (InvalidTag, ValueError):
+            continue
+        if not isinstance(payload, dict) or payload.get("exp", 0) < time.time():
+            return None
+        value = payload.get("v")
+        return value if isinstance(value, str) else None
+    return None
+
+
+def store(provider_id: str, checks: Checks, *, same_site: str = "Lax") -> None:
+    """Queue one cookie per check in use; ``same_site="None"`` for form_post returns."""
+    max_age = int(urls.settings().oauth_check_max_age.total_seconds())
+    expires = int(time.time()) + max_age
+    for check in ITEMS:
+        value = getattr(checks, check)
+        if value is not None:
+            cookies.set_cookie(
+                _name(provider_id, check, checks.state),
+                _seal(provider_id, check, value, expires),
+                max_age=max_age,
+                same_site=same_site,
+            )
+
+
+def take(provider_id: str, state: str | None, *, same_site: str = "Lax") -> Checks:
+    """Read and clear this flow's cookies; a missing, forged or expired one reads as None.
+
+    Clearing happens whatever the outcome, so a callback URL cannot be replayed in this
+    browser once it has been used.
+    """
+    found: dict[str, str | None] = {}
+    for check in ITEMS:
+        name = _name(provider_id, check, state)
+        token = request.cookies.get(name)
+        found[check] = _open(provider_id, check, token) if token else None
+        if token is not None:
+            cookies.clear_cookie(name, same_site=same_site)
+    return Checks(**found)

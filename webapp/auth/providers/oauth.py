@@ -1,0 +1,551 @@
+"""OAuth 2 and OpenID Connect providers (kinds oidc, oauth, preset): sign-in and callback.
+
+The flow is the authorization code flow with state, PKCE (S256) and, for OpenID Connect,
+a nonce (spec §7). The callback checks everything a certified relying party checks before
+anything is written: state, RFC 9207 ``iss``, the code exchange, the ID token (signature
+and claims), userinfo ``sub``. Any failure is an ``AuthError``; nothing is stored.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from authlib.common.urls import add_params_to_uri
+from authlib.oauth2.rfc7636 import create_s256_code_challenge
+from flask import url_for
+
+from ...settings import ConfigError, Settings
+from .. import oauth_checks, urls
+from ..accounts import resolve_user
+from ..client_auth import (
+    METHODS,
+    SECRET_METHODS,
+    ClientCredentials,
+    exchange_code,
+    load_private_key,
+)
+from ..errors import AuthError
+from ..hooks import UserInfo
+from ..id_token import InvalidIDToken, validate
+from ..oidc_metadata import ProviderMetadata, ProviderUnavailable, get_json, url_allowed
+from ..sessions import current_session
+from ..signin import finish_signin
+from . import Outcome, Provider, Redirect, register_kind
+from .presets import OIDC_PROFILE, PRESETS, Preset, apple_client_secret
+
+#: Parameters the flow sets itself; the same names on the POST URL are ignored.
+_RESERVED_PARAMS = frozenset({
+    "response_type", "client_id", "redirect_uri", "state", "nonce", "code_challenge",
+    "code_challenge_method", "response_mode", "callbackUrl", "csrfToken", "json",
+})
+_FIELDS = frozenset({
+    "id", "type", "name", "preset", "issuer", "authorization_endpoint", "token_endpoint",
+    "userinfo_endpoint", "client_id", "client_secret", "token_endpoint_auth_method",
+    "token_endpoint_auth_signing_alg", "client_private_key_file", "scope", "checks",
+    "authorization_params", "allow_dangerous_email_account_linking", "allow_insecure",
+    "response_mode", "profile", "logo",
+})
+_PROFILE_KEYS = frozenset({"sub", "email", "email_verified", "name", "image"})
+_CHECKS = frozenset({"state", "pkce", "nonce"})
+#: Apple's client secrets may live 6 months; ours are made per exchange and live 5 minutes.
+_APPLE_SECRET_LIFETIME = 300
+
+
+@dataclass(frozen=True)
+class OAuthConfig:
+    """One provider's validated configuration."""
+
+    id: str
+    name: str
+    type: str  # oidc | oauth
+    client: ClientCredentials
+    scope: str
+    checks: frozenset[str]
+    issuer: str | None = None
+    authorization_endpoint: str | None = None
+    token_endpoint: str | None = None
+    userinfo_endpoint: str | None = None
+    authorization_params: Mapping[str, str] = field(default_factory=dict)
+    response_mode: str | None = None
+    profile: Mapping[str, str | list[str]] = field(default_factory=lambda: OIDC_PROFILE)
+    allow_email_linking: bool = False
+    allow_insecure: bool = False
+    logo: str | None = None
+    preset: Preset | None = None
+
+
+class OAuthProvider(Provider):
+    """An OAuth 2 or OpenID Connect identity provider."""
+
+    # form_post callbacks are cross-site POSTs by design; state protects them instead.
+    callback_needs_csrf = False
+
+    def __init__(self, config: OAuthConfig, conf: Settings) -> None:
+        super().__init__(id=config.id, name=config.name)
+        self.type = config.type
+        self.config = config
+        self.conf = conf
+        self.metadata = (
+            ProviderMetadata(
+                config.issuer,
+                conf,
+                allow_insecure=config.allow_insecure,
+                issuer_matches=_tenant_issuer_matches
+                if config.preset and config.preset.tenant_issuer else None,
+            )
+            if config.type == "oidc" and config.issuer else None
+        )
+
+    @property
+    def logo_url(self) -> str | None:
+        logo = self.config.logo
+        if logo is None:
+            return None
+        return logo if logo.startswith("/") else url_for("static", filename=logo)
+
+    # -- the sign-in request ------------------------------------------------------------
+
+    def signin(
+        self, *, form: Mapping[str, str], query: Mapping[str, str], callback_url: str | None
+    ) -> Outcome:
+        """Send the browser to the authorization endpoint; keep the checks in cookies."""
+        endpoint = self._endpoint("authorization_endpoint", "OAuthSignin")
+        cfg = self.config
+        checks = oauth_checks.Checks(
+            state=secrets.token_urlsafe(32) if "state" in cfg.checks else None,
+            pkce=secrets.token_urlsafe(48) if "pkce" in cfg.checks else None,
+            nonce=secrets.token_urlsafe(32) if "nonce" in cfg.checks else None,
+            callback_url=callback_url,
+        )
+        params: dict[str, str] = {**cfg.authorization_params}
+        # Query parameters on the POST URL (prompt=login, login_hint=…) reach the provider.
+        params.update({k: v for k, v in query.items() if k not in _RESERVED_PARAMS})
+        params.update({
+            "response_type": "code",
+            "client_id": cfg.client.client_id,
+            "redirect_uri": self._redirect_uri(),
+        })
+        scope = params.get("scope", cfg.scope)
+        if scope:
+            params["scope"] = scope
+        if checks.state is not None:
+            params["state"] = checks.state
+        if checks.pkce is not None:
+            params["code_challenge"] = create_s256_code_challenge(checks.pkce)
+            params["code_challenge_method"] = "S256"
+        if checks.nonce is not None:
+            params["nonce"] = checks.nonce
+        if cfg.response_mode:
+            params["response_mode"] = cfg.response_mode
+        oauth_checks.store(self.id, checks, same_site=self._same_site())
+        return Redirect(add_params_to_uri(endpoint, list(params.items())))
+
+    # -- the callback -------------------------------------------------------------------
+
+    def callback(
+        self,
+        *,
+        method: str,
+        args: Mapping[str, str],
+        form: Mapping[str, str],
+        callback_url: str | None,
+    ) -> Outcome:
+        """Check the provider's answer, then sign the person in (or raise AuthError)."""
+        cfg = self.config
+        params = form if method == "POST" else args
+        state = params.get("state") or None
+        stored = oauth_checks.take(
+            self.id, state if "state" in cfg.checks else None, same_site=self._same_site()
+        )
+        if params.get("error"):
+            # The person declined, or the provider refused; its text goes to the log only.
+            code = "AccessDenied" if params["error"] == "access_denied" else "Callback"
+            raise AuthError(code, f"{self.id}: provider error {params['error'][:100]!r}")
+        self._check_state(state, stored)
+        self._check_iss(params.get("iss"))
+        code = params.get("code")
+        if not code:
+            raise AuthError("OAuthCallback", f"{self.id}: no code in callback")
+
+        token = self._exchange(code, stored.pkce)
+        profile, claims = self._profile(token, stored.nonce, form)
+        subject, info = self._user_info(profile)
+        session = current_session()
+        resolved = resolve_user(
+            provider=self.id,
+            provider_type=self.type,
+            subject=subject,
+            info=info,
+            current_user_id=session.user.id if session else None,
+            allow_email_linking=cfg.allow_email_linking,
+            create_error="OAuthCreateAccount",
+            tokens=_account_tokens(token),
+        )
+        sid = claims.get("sid")
+        return Redirect(finish_signin(
+            resolved,
+            provider=self.id,
+            callback_url=stored.callback_url,
+            profile=profile,
+            provider_sid=sid if isinstance(sid, str) else None,
+        ))
+
+    def _check_state(self, state: str | None, stored: oauth_checks.Checks) -> None:
+        if "state" in self.config.checks and not (
+            state and stored.state and hmac.compare_digest(state.encode(), stored.state.encode())
+        ):
+            raise AuthError("OAuthCallback", f"{self.id}: state missing, expired or wrong")
+        if "pkce" in self.config.checks and stored.pkce is None:
+            raise AuthError("OAuthCallback", f"{self.id}: PKCE verifier cookie missing")
+        if "nonce" in self.config.checks and stored.nonce is None:
+            raise AuthError("OAuthCallback", f"{self.id}: nonce cookie missing")
+
+    def _check_iss(self, iss: str | None) -> None:
+        """RFC 9207: an ``iss`` parameter must name our issuer; it must be there if promised."""
+        if self.metadata is None:
+            return
+        advertised = self._document("OAuthCallback").get(
+            "authorization_response_iss_parameter_supported"
+        ) is True
+        if iss is None and not advertised:
+            return
+        if iss != self._document("OAuthCallback")["issuer"]:
+            raise AuthError("OAuthCallback", f"{self.id}: iss {iss!r} is not our issuer")
+
+    def _exchange(self, code: str, verifier: str | None) -> dict[str, Any]:
+        endpoint = self._endpoint("token_endpoint", "OAuthCallback")
+        try:
+            return exchange_code(
+                token_endpoint=endpoint,
+                client=self.config.client,
+                code=code,
+                redirect_uri=self._redirect_uri(),
+                code_verifier=verifier,
+                conf=self.conf,
+            )
+        except ProviderUnavailable as exc:
+            raise AuthError("OAuthCallback", f"{self.id}: {exc}") from exc
+
+    def _profile(
+        self, token: Mapping[str, Any], nonce: str | None, form: Mapping[str, str]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Return the profile (ID token claims merged with userinfo) and the ID token claims."""
+        cfg = self.config
+        claims: dict[str, Any] = {}
+        if self.metadata is not None:
+            raw = token.get("id_token")
+            if not isinstance(raw, str):
+                raise AuthError("OAuthCallback", f"{self.id}: no id_token in token response")
+            try:
+                claims = validate(
+                    raw,
+                    keys=self._keys,
+                    issuer=self._expected_issuer,
+                    client_id=cfg.client.client_id,
+                    nonce=nonce,
+                    leeway=self.conf.id_token_leeway.total_seconds(),
+                )
+            except InvalidIDToken as exc:
+                raise AuthError("OAuthCallback", f"{self.id}: ID token: {exc}") from exc
+        profile = dict(claims)
+        userinfo_endpoint = self._endpoint("userinfo_endpoint", "OAuthCallback", required=False)
+
+        def fetch(url: str) -> Any:
+            return get_json(
+                url,
+                self.conf,
+                allow_insecure=cfg.allow_insecure,
+                headers={"Authorization": f"Bearer {token['access_token']}"},
+            )
+
+        try:
+            if userinfo_endpoint is not None:
+                userinfo = fetch(userinfo_endpoint)
+                if not isinstance(userinfo, dict):
+                    raise ProviderUnavailable("userinfo is not a JSON object")
+                if claims and userinfo.get("sub") != claims["sub"]:
+                    # OIDC Core §5.3.2: otherwise the answer may be another person's.
+                    raise AuthError("OAuthCallback", f"{self.id}: userinfo sub mismatch")
+                profile.update(userinfo)
+            if cfg.preset and cfg.preset.profile_quirk:
+                profile = cfg.preset.profile_quirk(profile, fetch, userinfo_endpoint, form)
+        except ProviderUnavailable as exc:
+            raise AuthError("OAuthCallback", f"{self.id}: {exc}") from exc
+        return profile, claims
+
+    def _user_info(self, profile: Mapping[str, Any]) -> tuple[str, UserInfo]:
+        mapped = {key: _lookup(profile, path) for key, path in self.config.profile.items()}
+        subject = mapped.get("sub")
+        if isinstance(subject, int) and not isinstance(subject, bool):
+            subject = str(subject)  # GitHub, Discord: numeric ids
+        if not isinstance(subject, str) or not subject or len(subject) > 255:
+            raise AuthError("OAuthCallback", f"{self.id}: profile has no usable subject")
+        email = mapped.get("email")
+        email = email.strip().lower() if isinstance(email, str) and "@" in email else None
+        if email is not None and len(email) > 320:
+            email = None
+        return subject, UserInfo(
+            email=email,
+            name=_text(mapped.get("name"), 255),
+            image=_text(mapped.get("image"), 2048),
+            subject=subject,
+            email_verified=mapped.get("email_verified") in (True, "true"),
+        )
+
+    # -- endpoints and keys -------------------------------------------------------------
+
+    def _document(self, error_code: str) -> dict[str, Any]:
+        assert self.metadata is not None
+        try:
+            return self.metadata.document()
+        except ProviderUnavailable as exc:
+            raise AuthError(error_code, f"{self.id}: discovery: {exc}") from exc
+
+    def _endpoint(self, name: str, error_code: str, *, required: bool = True) -> str | None:
+        value = getattr(self.config, name)
+        if value is None and self.metadata is not None:
+            value = self._document(error_code).get(name)
+        if value is None and required:
+            raise AuthError(error_code, f"{self.id}: no {name}")
+        return value  # type: ignore[no-any-return]
+
+    def _keys(self, kid: str | None) -> list[dict[str, Any]]:
+        assert self.metadata is not None
+        try:
+            return self.metadata.keys(kid)
+        except ProviderUnavailable as exc:
+            raise InvalidIDToken(f"JWKS: {exc}") from exc
+
+    def _expected_issuer(self, claims: Mapping[str, Any]) -> str:
+        issuer = str(self._document("OAuthCallback")["issuer"])
+        if "{tenantid}" in issuer:
+            tid = claims.get("tid")
+            # Entra's common endpoint: each tenant signs with its own issuer.
+            return issuer.replace("{tenantid}", tid) if isinstance(tid, str) else "<no tid>"
+        return issuer
+
+    def _redirect_uri(self) -> str:
+        return urls.auth_url(f"callback/{self.id}")
+
+    def _same_site(self) -> str:
+        # A form_post answer is a cross-site POST: Lax cookies would not come with it.
+        return "None" if self.config.response_mode == "form_post" else "Lax"
+
+
+def _tenant_issuer_matches(configured: str, found: str) -> bool:
+    if configured == found:
+        return True
+    return "{tenantid}" in found and configured.split("/")[:3] == found.split("/")[:3]
+
+
+def _lookup(profile: Mapping[str, Any], path: str | list[str]) -> Any:
+    """Return the first present value among dotted ``path``s (``picture.data.url``)."""
+    for candidate in [path] if isinstance(path, str) else path:
+        value: Any = profile
+        for part in candidate.split("."):
+            value = value.get(part) if isinstance(value, Mapping) else None
+        if value is not None:
+            return value
+    return None
+
+
+def _text(value: Any, limit: int) -> str | None:
+    return value[:limit] if isinstance(value, str) and value else None
+
+
+def _account_tokens(token: Mapping[str, Any]) -> dict[str, Any]:
+    """The token response as account columns; a missing refresh token keeps the old one."""
+    expires_at = token.get("expires_at")
+    tokens: dict[str, Any] = {
+        "access_token": token.get("access_token"),
+        "id_token": token.get("id_token"),
+        "token_type": token.get("token_type"),
+        "scope": token.get("scope"),
+        "session_state": token.get("session_state"),
+        "expires_at": datetime.fromtimestamp(expires_at, UTC)
+        if isinstance(expires_at, int | float) else None,
+    }
+    if token.get("refresh_token"):
+        tokens["refresh_token"] = token["refresh_token"]
+    return tokens
+
+
+# -- configuration ---------------------------------------------------------------------
+
+
+def build(entry: Mapping[str, Any], conf: Settings) -> Provider:
+    """Build a provider from its TOML table or ``AUTH_<PRESET>_*``; raise ConfigError."""
+    where = f"provider {entry['id']!r}"
+    preset: Preset | None = None
+    preset_id = entry.get("preset")
+    if preset_id is not None:
+        preset = PRESETS.get(str(preset_id))
+        if preset is None:
+            known = ", ".join(PRESETS)
+            raise ConfigError(f"{where}: unknown preset {preset_id!r} (known: {known})")
+    elif entry["type"] == "preset":
+        raise ConfigError(f"{where}: preset is required")
+    allowed = _FIELDS | set(preset.extra_fields if preset else ())
+    unknown = sorted(k for k in entry if k not in allowed and not k.startswith("_"))
+    if unknown:
+        raise ConfigError(f"{where}: unknown field {unknown[0]!r}")
+
+    def opt(name: str, default: Any = None) -> Any:
+        value = entry.get(name)
+        if value is None and preset is not None:
+            value = getattr(preset, name, None)
+        return default if value is None else value
+
+    def text(name: str, default: str | None = None) -> str | None:
+        value = opt(name, default)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise ConfigError(f"{where}: {name} must be a non-empty string")
+        return value.strip() if isinstance(value, str) else None
+
+    kind = preset.type if entry["type"] == "preset" and preset else entry["type"]
+    if preset is not None and kind != preset.type:
+        raise ConfigError(f"{where}: type must be {preset.type!r} for preset {preset_id!r}")
+    allow_insecure = opt("allow_insecure", False)
+    if not isinstance(allow_insecure, bool):
+        raise ConfigError(f"{where}: allow_insecure must be true or false")
+
+    def url(name: str, *, required: bool) -> str | None:
+        value = text(name)
+        if value is None:
+            if required:
+                raise ConfigError(f"{where}: {name} is required for type {kind!r}")
+            return None
+        if not url_allowed(value, allow_insecure=allow_insecure):
+            raise ConfigError(
+                f"{where}: {name} must be an https:// URL (http:// only on loopback or with "
+                "allow_insecure = true)"
+            )
+        return value.rstrip("/") if name == "issuer" else value
+
+    issuer_default = None
+    if preset is not None and preset.tenant_issuer and entry.get("tenant_id"):
+        issuer_default = f"https://login.microsoftonline.com/{entry['tenant_id']}/v2.0"
+    if kind == "oidc":
+        if issuer_default and not entry.get("issuer"):
+            entry = {**entry, "issuer": issuer_default}
+        issuer = url("issuer", required=True)
+        endpoints = {n: url(n, required=False) for n in
+                     ("authorization_endpoint", "token_endpoint", "userinfo_endpoint")}
+    elif kind == "oauth":
+        issuer = None
+        endpoints = {n: url(n, required=True) for n in
+                     ("authorization_endpoint", "token_endpoint", "userinfo_endpoint")}
+    else:
+        raise ConfigError(f"{where}: type must be oidc or oauth")
+
+    checks_value = opt("checks", ["state", "pkce", "nonce"] if kind == "oidc" else
+                       ["state", "pkce"])
+    if not isinstance(checks_value, list) or not set(checks_value) <= _CHECKS:
+        raise ConfigError(f"{where}: checks must be a list drawn from state, pkce, nonce")
+    checks = frozenset(checks_value)
+    if not checks & {"state", "pkce"}:
+        # Without either, nothing ties the callback to the browser that started it.
+        raise ConfigError(f"{where}: checks must include state or pkce")
+    if "nonce" in checks and kind != "oidc":
+        raise ConfigError(f"{where}: the nonce check needs type oidc")
+
+    params = opt("authorization_params", {})
+    if not isinstance(params, Mapping) or not all(
+        isinstance(v, str | int | bool) for v in params.values()
+    ):
+        raise ConfigError(f"{where}: authorization_params must be a table of strings")
+    profile = opt("profile", OIDC_PROFILE if kind == "oidc" else
+                  {**OIDC_PROFILE, "sub": ["sub", "id"]})
+    if not isinstance(profile, Mapping) or not set(profile) <= _PROFILE_KEYS or \
+            "sub" not in profile:
+        raise ConfigError(
+            f"{where}: profile must map sub (and optionally email, email_verified, name, "
+            "image) to fields of the provider's profile"
+        )
+    response_mode = text("response_mode")
+    if response_mode not in (None, "query", "form_post"):
+        raise ConfigError(f"{where}: response_mode must be query or form_post")
+    linking = opt("allow_dangerous_email_account_linking", False)
+    if not isinstance(linking, bool):
+        raise ConfigError(f"{where}: allow_dangerous_email_account_linking must be true or false")
+    logo = text("logo")
+    if logo is None and preset is not None:
+        logo = f"providers/{preset_id}.svg"
+
+    return OAuthProvider(
+        OAuthConfig(
+            id=entry["id"],
+            name=text("name", preset.name if preset else entry["id"]) or entry["id"],
+            type=kind,
+            client=_client(entry, preset, conf, where, text),
+            scope=text("scope", "openid email profile" if kind == "oidc" else "") or "",
+            checks=checks,
+            issuer=issuer,
+            authorization_params={k: str(v) for k, v in params.items()},
+            response_mode=response_mode,
+            profile=profile,
+            allow_email_linking=linking,
+            allow_insecure=allow_insecure,
+            logo=logo,
+            preset=preset,
+            **endpoints,
+        ),
+        conf,
+    )
+
+
+def _client(
+    entry: Mapping[str, Any], preset: Preset | None, conf: Settings, where: str, text: Any
+) -> ClientCredentials:
+    client_id = text("client_id")
+    if client_id is None:
+        raise ConfigError(f"{where}: client_id is required")
+    method = text("token_endpoint_auth_method", "client_secret_basic")
+    if method not in METHODS:
+        known = ", ".join(METHODS)
+        raise ConfigError(f"{where}: token_endpoint_auth_method must be one of {known}")
+    key_file = text("client_private_key_file")
+    key = None
+    if key_file is not None:
+        path = Path(entry.get("_config_dir", ".")) / key_file
+        key = load_private_key(path, where=f"{where}: client_private_key_file")
+
+    if preset is not None and preset.signed_client_secret:
+        team_id, key_id = text("team_id"), text("key_id")
+        if team_id is None or key_id is None or key is None:
+            raise ConfigError(
+                f"{where}: team_id, key_id and client_private_key_file (the .p8 key) are "
+                "required to sign the client secret"
+            )
+        audience = text("issuer") or preset.issuer or ""
+        signing_key = key
+        return ClientCredentials(
+            client_id=client_id,
+            method=method,
+            secret_factory=lambda: apple_client_secret(
+                team_id=team_id, key_id=key_id, client_id=client_id, key=signing_key,
+                audience=audience, lifetime=_APPLE_SECRET_LIFETIME,
+            ),
+        )
+    secret = text("client_secret")
+    if method in SECRET_METHODS and secret is None:
+        raise ConfigError(f"{where}: client_secret (or client_secret_env) is required for {method}")
+    if method == "private_key_jwt" and key is None:
+        raise ConfigError(f"{where}: client_private_key_file is required for private_key_jwt")
+    return ClientCredentials(
+        client_id=client_id,
+        method=method,
+        secret=secret,
+        private_key=key,
+        signing_alg=text("token_endpoint_auth_signing_alg"),
+    )
+
+
+for _kind in ("oidc", "oauth", "preset"):
+    register_kind(_kind, build)
