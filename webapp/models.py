@@ -161,13 +161,14 @@ class Session(db.Model):
 
 
 class VerificationToken(db.Model):
-    """A single-use sign-in token (e-mail link); only a keyed hash is stored."""
+    """A single-use e-mail sign-in (link and one-time code); only keyed hashes are stored."""
 
     __tablename__ = "verification_tokens"
     __table_args__ = (
         Index("ix_verification_tokens_identifier", "identifier"),
         Index("ix_verification_tokens_expires", "expires"),
-        {"comment": "Single-use sign-in tokens; token_hash is HMAC-SHA-256 keyed from AUTH_SECRET."},
+        Index("ix_verification_tokens_browser_hash", "browser_hash"),
+        {"comment": "Single-use e-mail sign-ins; only keyed hashes (HMAC-SHA-256, AUTH_SECRET)."},
     )
 
     id: Mapped[int] = mapped_column(BigIntPK, primary_key=True)
@@ -177,6 +178,19 @@ class VerificationToken(db.Model):
     token_hash: Mapped[str] = mapped_column(String(64), unique=True, nullable=False)
     expires: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, nullable=False)
+    code_hash: Mapped[str | None] = mapped_column(
+        String(64), comment="Keyed hash of the one-time code sent with the link"
+    )
+    browser_hash: Mapped[str | None] = mapped_column(
+        String(64), comment="Keyed hash of the requesting browser's cookie (code works there only)"
+    )
+    attempts: Mapped[int] = mapped_column(
+        Integer, nullable=False, default=0, server_default="0",
+        comment="Wrong one-time codes tried so far",
+    )
+    callback_url: Mapped[str | None] = mapped_column(
+        Text, comment="Where to go after sign-in (already checked to be on this site)"
+    )
 
 
 class RateLimitCounter(db.Model):

@@ -137,9 +137,11 @@ def signout_submit() -> Response:
 
 @bp.get("/verify-request", provide_automatic_options=False)
 def verify_request_page() -> str:
+    provider_id = request.args.get("provider")
     return render_template(
         "auth/verify_request.html",
-        provider=request.args.get("provider"),
+        # Only a known id reaches the page: it becomes part of the code form's action.
+        provider=provider_id if provider_id in providers() else None,
         type=request.args.get("type"),
     )
 

@@ -88,7 +88,7 @@ def register_kind(type_name: str, builder: Builder) -> None:
 def build_providers(conf: Settings) -> dict[str, Provider]:
     """Build every configured provider, in configuration order; raise ConfigError."""
     # Importing a kind's module registers it (oauth: oidc, oauth and preset).
-    from . import credentials, oauth  # noqa: F401
+    from . import credentials, email, oauth  # noqa: F401
 
     built: dict[str, Provider] = {}
     for entry in conf.provider_configs:
@@ -98,6 +98,12 @@ def build_providers(conf: Settings) -> dict[str, Provider]:
             known = ", ".join(sorted(_KINDS))
             raise ConfigError(f"provider {entry['id']!r}: unknown type {kind!r} (known: {known})")
         built[entry["id"]] = builder(entry, conf)
+    if "email" not in built and not any(p.type == "email" for p in built.values()) and (
+        conf.email_server or (conf.is_development and not conf.provider_configs)
+    ):
+        # EMAIL_SERVER alone enables e-mail sign-in; a fresh development set-up gets it
+        # through the outbox, so the first run can sign in by e-mail with no mail server.
+        built["email"] = email.default_provider(conf)
     if conf.demo_credentials and not any(p.type == "credentials" for p in built.values()):
         built["demo"] = credentials.demo_provider()
     return built

@@ -1,0 +1,287 @@
+"""E-mail sign-in flows: send a link and code, show a link, spend a link or a code (spec §5).
+
+Each request creates one ``verification_tokens`` row holding keyed hashes (HMAC-SHA-256 with
+a key derived from AUTH_SECRET) of three secrets: the link's 32-byte token, the 8-character
+one-time code, and a 32-byte value kept in a cookie of the browser that asked. A copy of
+the table therefore cannot be turned into a working link or code, and the code (only 40
+bits, so guessable in bulk) is useless outside the browser that asked and dies after a few
+wrong tries.
+
+Mail scanners (Safe Links, antivirus gateways) fetch every link in a message; a GET or
+HEAD on the link therefore only shows a confirmation page, and only its POST spends the
+token, with one ``DELETE … RETURNING`` statement: of any number of concurrent POSTs
+exactly one gets the row. The request step never looks the address up, so known and
+unknown addresses take the same path and get the same answer; a throttled request gets it
+too, without a message being sent.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Row, delete, insert, select, update
+
+from ..extensions import db
+from ..models import VerificationToken, utcnow
+from . import cookies, ratelimit, urls
+from .accounts import resolve_user
+from .addresses import InvalidAddress, normalize_email
+from .errors import AuthError
+from .hooks import UserInfo
+from .mail import DeliveryError, Mailer
+from .redirects import safe_callback_url
+from .signin import finish_signin
+
+log = logging.getLogger(__name__)
+
+TOKEN_BYTES = 32
+#: No 0/O or 1/I: the code is read off one screen and typed on another.
+CODE_ALPHABET = "23456789ABCDEFGHJKLMNPQRSTUVWXYZ"
+CODE_LENGTH = 8
+#: The cookie that binds a request's one-time code to the browser that asked for it.
+BROWSER_COOKIE = "auth.email-browser"
+#: Longest token we bother hashing; real ones are 43 characters.
+MAX_TOKEN_LENGTH = 128
+
+
+@dataclass(frozen=True)
+class CodeRejected:
+    """A one-time code that did not match; the request survives for ``tries_left`` more."""
+
+    tries_left: int
+    #: The input was not 8 letters and digits at all (a typo, not counted as a try).
+    malformed: bool = False
+
+
+def start_email_signin(
+    *, provider_id: str, email: str, callback_url: str | None, ip: str | None, mailer: Mailer
+) -> str:
+    """Send a sign-in link and code to ``email``; return the verify-request URL.
+
+    Raises ``EmailSignin`` for an invalid address or a failed delivery, and then leaves no
+    token behind. Sets the browser-binding cookie only once the message is on its way.
+    """
+    try:
+        address = normalize_email(email)
+    except InvalidAddress as exc:
+        raise AuthError("EmailSignin", f"invalid address: {exc}") from None
+    answer = urls.auth_url("verify-request", provider=provider_id, type="email")
+    if _throttled(address, ip):
+        log.info("e-mail sign-in throttled (ip %s); nothing sent", ip)
+        return answer
+
+    conf = urls.settings()
+    token = secrets.token_urlsafe(TOKEN_BYTES)
+    code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
+    browser = secrets.token_urlsafe(TOKEN_BYTES)
+    now = utcnow()
+    expires = now + conf.email_token_max_age
+    target = safe_callback_url(callback_url)
+    # Committed before sending, so the link works the moment the message arrives.
+    row_id = db.session.execute(
+        insert(VerificationToken)
+        .values(
+            identifier=address,
+            token_hash=_keyed_hashes("email-token", token)[0],
+            code_hash=_keyed_hashes("email-code", code)[0],
+            browser_hash=_keyed_hashes("email-browser", browser)[0],
+            expires=expires,
+            created_at=now,
+            attempts=0,
+            callback_url=target,
+        )
+        .returning(VerificationToken.id)
+    ).scalar_one()
+    db.session.commit()
+
+    link = urls.auth_url(f"callback/{provider_id}", token=token, email=address, callbackUrl=target)
+    try:
+        mailer.send(to=address, template="signin", context=_message_context(
+            email=address, url=link, code=code, expires=expires
+        ))
+    except Exception as exc:
+        # Whatever went wrong, the request is void: its row must not outlive it.
+        db.session.rollback()
+        db.session.execute(delete(VerificationToken).where(VerificationToken.id == row_id))
+        db.session.commit()
+        if isinstance(exc, DeliveryError):
+            raise AuthError("EmailSignin", f"delivery failed: {exc}") from exc
+        raise
+    cookies.set_cookie(
+        browser_cookie_name(), browser, expires=expires, path=conf.base_path or "/"
+    )
+    return answer
+
+
+def check_email_link(*, email: str, token: str) -> str:
+    """Return the link's normalised address if it would sign in now; spend nothing.
+
+    For the confirmation page a GET or HEAD on the link shows. Raises ``Verification``.
+    """
+    address = _link_address(email, token)
+    found = db.session.execute(
+        select(VerificationToken.id).where(
+            VerificationToken.identifier == address,
+            VerificationToken.token_hash.in_(_keyed_hashes("email-token", token)),
+            VerificationToken.expires > utcnow(),
+        )
+    ).first()
+    if found is None:
+        raise AuthError("Verification", "link unknown, used or expired (shown, not spent)")
+    return address
+
+
+def complete_email_link(
+    *, provider_id: str, email: str, token: str, callback_url: str | None
+) -> str:
+    """Spend a link and sign its address in; return where to send the browser.
+
+    Raises ``Verification`` when the link is unknown, used, expired or tampered with.
+    """
+    address = _link_address(email, token)
+    spent = db.session.execute(
+        delete(VerificationToken)
+        .where(
+            VerificationToken.identifier == address,
+            VerificationToken.token_hash.in_(_keyed_hashes("email-token", token)),
+        )
+        .returning(VerificationToken.expires, VerificationToken.callback_url)
+    ).first()
+    if spent is None:
+        raise AuthError("Verification", "link unknown or already used")
+    return _sign_in(provider_id, address, spent, callback_url)
+
+
+def complete_email_code(
+    *, provider_id: str, code: str, browser: str | None, callback_url: str | None
+) -> str | CodeRejected:
+    """Spend the one-time code of the request this browser made; return a redirect URL.
+
+    A wrong code returns ``CodeRejected``; the try that reaches the limit deletes the
+    request and raises ``Verification``, as does a browser that made no (live) request.
+    """
+    if not browser or len(browser) > MAX_TOKEN_LENGTH:
+        raise AuthError("Verification", "code submitted without the requesting browser's cookie")
+    conf = urls.settings()
+    max_attempts = conf.email_code_max_attempts
+    cleaned = "".join(code.split()).replace("-", "").upper()
+    if len(cleaned) != CODE_LENGTH or not set(cleaned) <= set(CODE_ALPHABET):
+        return CodeRejected(tries_left=max_attempts, malformed=True)
+
+    # Count the try before comparing, in one statement: the row lock serialises concurrent
+    # tries, so no burst of parallel guesses gets more than max_attempts comparisons.
+    row = db.session.execute(
+        update(VerificationToken)
+        .where(
+            VerificationToken.browser_hash.in_(_keyed_hashes("email-browser", browser)),
+            VerificationToken.expires > utcnow(),
+            VerificationToken.attempts < max_attempts,
+        )
+        .values(attempts=VerificationToken.attempts + 1)
+        .returning(
+            VerificationToken.id,
+            VerificationToken.identifier,
+            VerificationToken.code_hash,
+            VerificationToken.attempts,
+        )
+    ).first()
+    if row is None:
+        raise AuthError("Verification", "no live e-mail sign-in request for this browser")
+
+    if any(hmac.compare_digest(row.code_hash or "", h)
+           for h in _keyed_hashes("email-code", cleaned)):
+        spent = db.session.execute(
+            delete(VerificationToken)
+            .where(VerificationToken.id == row.id)
+            .returning(VerificationToken.expires, VerificationToken.callback_url)
+        ).one()
+        return _sign_in(provider_id, row.identifier, spent, callback_url)
+
+    tries_left = max_attempts - row.attempts
+    if tries_left <= 0:
+        db.session.execute(delete(VerificationToken).where(VerificationToken.id == row.id))
+    # The count must stick even though this request fails.
+    db.session.commit()
+    if tries_left <= 0:
+        raise AuthError("Verification", "one-time code burnt after too many wrong tries")
+    return CodeRejected(tries_left=tries_left)
+
+
+def browser_cookie_name() -> str:
+    """Return the name of the cookie that binds a one-time code to its browser."""
+    return cookies.cookie_name(BROWSER_COOKIE)
+
+
+def _sign_in(provider_id: str, address: str, spent: Row[Any], callback_url: str | None) -> str:
+    """Sign ``address`` in once ``spent`` (expires, callback_url) was deleted in this transaction.
+
+    The URL stored with the request wins over the one the link carries (both are safe).
+    """
+    if spent.expires <= utcnow():
+        db.session.commit()  # the expired row goes: it was presented, it is useless
+        raise AuthError("Verification", "link or code expired")
+    resolved = resolve_user(
+        provider=provider_id,
+        provider_type="email",
+        subject=address,
+        info=UserInfo(email=address, email_verified=True),
+        current_user_id=None,
+        # Following the link proved control of the address: it may join an existing user.
+        allow_email_linking=True,
+        create_error="EmailCreateAccount",
+    )
+    cookies.clear_cookie(browser_cookie_name(), path=urls.settings().base_path or "/")
+    return finish_signin(
+        resolved, provider=provider_id, callback_url=spent.callback_url or callback_url
+    )
+
+
+def _link_address(email: str, token: str) -> str:
+    if not token or len(token) > MAX_TOKEN_LENGTH:
+        raise AuthError("Verification", "link without a usable token")
+    try:
+        return normalize_email(email)
+    except InvalidAddress as exc:
+        raise AuthError("Verification", f"link with an invalid address: {exc}") from None
+
+
+def _throttled(address: str, ip: str | None) -> bool:
+    """Count this request against its IP and its address; say whether either is over.
+
+    Counting before deciding makes the check atomic: of concurrent requests exactly
+    ``limit`` pass. The address is counted under a keyed hash, so the counter table is no
+    list of who asked to sign in.
+    """
+    conf = urls.settings()
+    if ratelimit.hit(f"email-ip:{ip}", conf.email_ip_limit) > conf.email_ip_limit.limit:
+        return True
+    key = "email-address:" + _keyed_hashes("email-throttle", address)[0][:32]
+    return ratelimit.hit(key, conf.email_address_limit) > conf.email_address_limit.limit
+
+
+def _keyed_hashes(purpose: str, value: str) -> list[str]:
+    """Return the hex HMAC of ``value`` under the current key, then under previous ones."""
+    return [
+        hmac.new(key, value.encode(), "sha256").hexdigest()
+        for key in urls.settings().derive_keys(purpose)
+    ]
+
+
+def _message_context(*, email: str, url: str, code: str, expires: datetime) -> dict[str, str]:
+    conf = urls.settings()
+    hours = round(conf.email_token_max_age.total_seconds() / 3600)
+    return {
+        "site": conf.brand.name,
+        "host": urls.origin().split("://", 1)[1],
+        "color": conf.brand.color,
+        "email": email,
+        "url": url,
+        "code": f"{code[:4]}-{code[4:]}",
+        "expires_in": f"{hours} hours" if hours != 1 else "1 hour",
+        "expires_at": expires.strftime("%Y-%m-%d %H:%M UTC"),
+    }
