@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+from flask.cli import AppGroup
 from sqlalchemy import delete, func, select
 
 from .auth import ratelimit
@@ -10,7 +11,7 @@ from .auth.sessions import delete_expired
 from .extensions import db
 from .models import Session, User, VerificationToken, utcnow
 
-auth_cli = click.Group("auth", help="Inspect and clean up sign-in data.")
+auth_cli = AppGroup("auth", help="Inspect and clean up sign-in data.")
 
 
 @auth_cli.command("cleanup")

@@ -167,14 +167,33 @@ def create_session(
     return session
 
 
-def end_current_session() -> AuthSession | None:
-    """Delete this browser's session row (if any) and queue the cookie's removal."""
-    session = current_session()
-    if session is not None:
-        db.session.execute(delete(Session).where(Session.id == session.id))
-    cookies.clear_cookie(cookies.session_cookie_name())
+@dataclass(frozen=True)
+class EndedSession:
+    id: int
+    user_id: int
+
+
+def end_current_session() -> EndedSession | None:
+    """Delete this browser's session row (if any) in the caller's transaction; clear the cookie.
+
+    Deletes by the cookie's hash in one statement, without reading the session first, so it
+    joins the caller's transaction (a sign-in replacing the session) and takes no other
+    connection.
+    """
+    name = cookies.session_cookie_name()
+    token = request.cookies.get(name)
+    ended = None
+    if token and len(token) <= 256:
+        row = db.session.execute(
+            delete(Session)
+            .where(Session.token_hash == hash_token(token))
+            .returning(Session.id, Session.user_id)
+        ).first()
+        ended = EndedSession(row.id, row.user_id) if row else None
+    if token:
+        cookies.clear_cookie(name)
     g.auth_session = None
-    return session
+    return ended
 
 
 def delete_expired(*, batch_size: int = 5000) -> int:

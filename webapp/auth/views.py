@@ -131,7 +131,7 @@ def signout_submit() -> Response:
     ended = end_current_session()
     db.session.commit()
     if ended is not None:
-        signed_out.send(user_id=ended.user.id, session_id=ended.id)
+        signed_out.send(user_id=ended.user_id, session_id=ended.id)
     return _send_to(resolve_redirect(_callback_url()))
 
 

@@ -1,0 +1,87 @@
+"""Operator commands: flask auth cleanup | sessions | revoke."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import sqlalchemy as sa
+from freezegun import freeze_time
+
+from webapp.extensions import db
+from webapp.models import RateLimitCounter, Session, VerificationToken
+
+
+def count(app, model):
+    with app.app_context():
+        return db.session.scalar(sa.select(sa.func.count()).select_from(model))
+
+
+def test_cleanup_deletes_only_what_expired(app, client, auth, runner):
+    with freeze_time("2026-01-01 00:00:00"):
+        auth.signin("old@example.com")
+        auth.signin("wrong@example.com", password="nope")  # leaves rate counters
+    auth.signin("ann@example.com")  # a live session (the old one was replaced in this client)
+    other = app.test_client()
+    with freeze_time("2026-01-01 00:00:00"):
+        token = other.get("/auth/csrf").json["csrfToken"]
+        other.post("/auth/callback/demo", data={
+            "csrfToken": token, "email": "stale@example.com", "password": "demo"})
+    with app.app_context():
+        now = datetime.now(UTC)
+        db.session.add_all([
+            VerificationToken(identifier="a@example.com", token_hash="1" * 64,
+                              expires=now - timedelta(minutes=1)),
+            VerificationToken(identifier="b@example.com", token_hash="2" * 64,
+                              expires=now + timedelta(hours=1)),
+        ])
+        db.session.commit()
+    assert count(app, Session) == 2
+    result = runner.invoke(args=["auth", "cleanup", "--batch-size", "1"])
+    assert result.exit_code == 0, result.output
+    assert "deleted 1 expired session(s)" in result.output
+    assert "deleted 1 expired verification token(s)" in result.output
+    assert "deleted 2 finished rate-limit window(s)" in result.output
+    assert count(app, Session) == 1
+    assert count(app, VerificationToken) == 1
+    assert count(app, RateLimitCounter) == 0
+
+
+def test_sessions_lists_and_filters(app, client, auth, runner):
+    auth.signin("ann@example.com")
+    app.test_client()
+    other = app.test_client()
+    token = other.get("/auth/csrf").json["csrfToken"]
+    other.post("/auth/callback/demo", data={"csrfToken": token, "email": "bob@example.com",
+                                            "password": "demo"},
+               headers={"User-Agent": "Mozilla/5.0 (X11; Linux x86_64) Firefox/130.0"})
+    result = runner.invoke(args=["auth", "sessions"])
+    assert result.exit_code == 0
+    assert "ann@example.com" in result.output and "bob@example.com" in result.output
+    assert "Firefox/130.0" in result.output
+    result = runner.invoke(args=["auth", "sessions", "--user", "BOB@example.com"])
+    assert "bob@example.com" in result.output and "ann@example.com" not in result.output
+    result = runner.invoke(args=["auth", "sessions", "--user", "nobody@example.com"])
+    assert result.output.strip() == "no sessions"
+
+
+def test_revoke_by_user_and_by_session(app, client, auth, runner):
+    auth.signin("ann@example.com")
+    with app.app_context():
+        session_id = db.session.scalar(sa.select(Session.id))
+    result = runner.invoke(args=["auth", "revoke", "--session", str(session_id)])
+    assert result.exit_code == 0 and "revoked 1 session(s)" in result.output
+    assert client.get("/auth/session").json is None
+
+    auth.signin("ann@example.com")
+    result = runner.invoke(args=["auth", "revoke", "--user", "ann@example.com"])
+    assert result.exit_code == 0 and "revoked 1 session(s)" in result.output
+    assert client.get("/auth/session").json is None
+
+
+def test_revoke_usage_errors(runner):
+    assert runner.invoke(args=["auth", "revoke"]).exit_code == 2
+    assert runner.invoke(args=["auth", "revoke", "--user", "a@b.c", "--session", "1"]).exit_code == 2
+    result = runner.invoke(args=["auth", "revoke", "--user", "nobody@example.com"])
+    assert result.exit_code == 1 and "no user with e-mail" in result.output
+    result = runner.invoke(args=["auth", "revoke", "--session", "999999"])
+    assert result.exit_code == 1 and "no session with id 999999" in result.output
