@@ -80,7 +80,8 @@ def test_revoke_by_user_and_by_session(app, client, auth, runner):
 
 def test_revoke_usage_errors(runner):
     assert runner.invoke(args=["auth", "revoke"]).exit_code == 2
-    assert runner.invoke(args=["auth", "revoke", "--user", "a@b.c", "--session", "1"]).exit_code == 2
+    both = ["auth", "revoke", "--user", "a@b.c", "--session", "1"]
+    assert runner.invoke(args=both).exit_code == 2
     result = runner.invoke(args=["auth", "revoke", "--user", "nobody@example.com"])
     assert result.exit_code == 1 and "no user with e-mail" in result.output
     result = runner.invoke(args=["auth", "revoke", "--session", "999999"])
