@@ -352,6 +352,15 @@ def write_providers_toml(path: Path, entries: list[Mapping[str, Any]]) -> Path:
     return path
 
 
+def demo_sign_in(client: FlaskClient, email: str) -> None:
+    """Sign ``client`` in with the development demo credentials (creates the user)."""
+    csrf = client.get("/auth/csrf").json["csrfToken"]  # type: ignore[index]
+    response = client.post(
+        "/auth/callback/demo", data={"csrfToken": csrf, "email": email, "password": "demo"}
+    )
+    assert error_of(response) is None, response.headers.get("Location")
+
+
 def query_of(url: str) -> Mapping[str, str]:
     return {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}
 

@@ -85,6 +85,12 @@ def _resolve_once(
     ).scalar_one_or_none()
 
     if account is not None:
+        if current_user_id is not None and account.user_id != current_user_id:
+            # Linking must not move an identity between users, nor silently switch the
+            # signed-in person to the identity's owner (Auth.js refuses the same way).
+            raise AuthError(
+                "OAuthAccountNotLinked", f"{provider} account belongs to another user"
+            )
         _update_tokens(account, tokens)
         user = account.user
         if info.email_verified and info.email and user.email == info.email:

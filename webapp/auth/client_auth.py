@@ -153,8 +153,6 @@ def exchange_code(
     params: dict[str, Any] = {"code": code, "redirect_uri": redirect_uri}
     if code_verifier is not None:
         params["code_verifier"] = code_verifier
-    if client.method == "none":
-        params["client_id"] = client.client_id
     try:
         with session:
             token = session.fetch_token(
