@@ -12,7 +12,7 @@ from flask_wtf.csrf import CSRFError
 from werkzeug.exceptions import HTTPException
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from . import database, observability
+from . import database, observability, sqlcount
 from .auth.cookies import CSRF_COOKIE, apply_cookies, cookie_name
 from .auth.hooks import AuthHooks
 from .extensions import csrf, db, login_manager, migrate
@@ -46,6 +46,8 @@ def create_app(
 
     observability.init_app(app)
     database.init_app(app)
+    if conf.sql_count_headers:
+        sqlcount.init_app(app)
     migrate.init_app(app, db, directory=str(MIGRATIONS_DIR))
     csrf.init_app(app)
     _init_login(app)
@@ -80,7 +82,12 @@ def _configure_flask(app: Flask, conf: Settings) -> None:
         SECRET_KEY=conf.derive_key("flask-session").hex(),
         SECRET_KEY_FALLBACKS=[k.hex() for k in conf.derive_keys("flask-session")[1:]],
         SQLALCHEMY_DATABASE_URI=conf.database_url,
-        SQLALCHEMY_ENGINE_OPTIONS=database.engine_options(conf.database_url),
+        SQLALCHEMY_ENGINE_OPTIONS=database.engine_options(
+            conf.database_url,
+            pool_size=conf.db_pool_size,
+            max_overflow=conf.db_max_overflow,
+            pre_ping=conf.db_pool_pre_ping,
+        ),
         # Flask's own session cookie only carries the CSRF secret (Flask-WTF keeps it there).
         SESSION_COOKIE_NAME=cookie_name(CSRF_COOKIE, host_only=True, https=conf.is_https),
         SESSION_COOKIE_HTTPONLY=True,

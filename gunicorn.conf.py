@@ -1,0 +1,40 @@
+"""Gunicorn settings for production: ``gunicorn -c gunicorn.conf.py app:app``.
+
+Sizing (README, "Production serving and benchmarks"): one worker process per core, since
+each process runs Python on one core at a time (the GIL); a few threads per worker, so a
+worker keeps its core busy while a request waits on PostgreSQL and serves keep-alive
+connections (``gthread``; the ``sync`` worker closes the connection after every response).
+Each thread needs at most one pooled database connection, so ``DB_POOL_SIZE`` should equal
+``threads``; workers x (DB_POOL_SIZE + DB_MAX_OVERFLOW) must stay below PostgreSQL's
+``max_connections``. Every setting here can be overridden on the command line or through
+``GUNICORN_CMD_ARGS`` (e.g. ``--workers 4 --threads 8``); ``WEB_CONCURRENCY`` sets the
+worker count, as gunicorn itself honours it.
+"""
+
+from __future__ import annotations
+
+import os
+
+wsgi_app = "app:app"
+bind = ["127.0.0.1:8000"]
+workers = int(os.environ.get("WEB_CONCURRENCY") or os.cpu_count() or 1)
+worker_class = "gthread"
+threads = 4
+# Requests here are short; a worker silent for 30 s is stuck and gets replaced.
+timeout = 30
+graceful_timeout = 20
+# Longer than a proxy's idle timeout toward us would be pointless; loopback clients and
+# proxies reuse the connection for the next request.
+keepalive = 5
+# Bounded request sizes, as the app's MAX_CONTENT_LENGTH is.
+limit_request_line = 8190
+limit_request_fields = 100
+# Access log on stdout, one line per request: client, request line, status, bytes,
+# duration in milliseconds, and the request id the app echoes (it appears in its logs too).
+accesslog = "-"
+access_log_format = '%(h)s "%(r)s" %(s)s %(b)s %(M)sms rid=%({x-request-id}o)s "%(a)s"'
+errorlog = "-"
+loglevel = "info"
+# Behind a reverse proxy on the same host, trust its X-Forwarded-* only from loopback
+# (the app also needs AUTH_TRUST_HOST=true to use them).
+forwarded_allow_ips = "127.0.0.1,::1"
