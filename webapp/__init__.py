@@ -52,6 +52,9 @@ def create_app(
     csrf.init_app(app)
     _init_login(app)
 
+    from . import ui
+    from .account import api as account_api
+    from .account import views as account_views
     from .auth.providers import build_providers
     from .auth.views import bp as auth_bp
     from .cli import auth_cli
@@ -60,6 +63,9 @@ def create_app(
     app.extensions["webapp.providers"] = build_providers(conf)
     app.register_blueprint(auth_bp, url_prefix=conf.base_path or None)
     app.register_blueprint(pages_bp)
+    app.register_blueprint(account_views.bp)
+    app.register_blueprint(account_api.bp, url_prefix="/account/api")
+    ui.init_app(app)
     app.cli.add_command(auth_cli)
     app.after_request(apply_cookies)
     _register_error_handlers(app)

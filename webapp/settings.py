@@ -94,6 +94,8 @@ class Settings:
     log_beacon_max_bytes: int = 4096
     #: Longest user agent string kept on a session row.
     user_agent_max_length: int = 512
+    #: How recent a sign-in must be to delete the account (a fresh proof of presence).
+    account_reauth_window: timedelta = timedelta(minutes=10)
     #: Seconds to wait for a TCP connection to an identity provider.
     http_connect_timeout: float = 5.0
     #: Seconds to wait for an identity provider's answer once connected.

@@ -1,0 +1,244 @@
+// The sign-in provider chooser island: enhances the server-rendered list of providers.
+import { useEffect, useRef, useState } from "react";
+import { FILTER_THRESHOLD, REDIRECT_TYPES, emailProblem, filterProviders, orderProviders } from "./model.js";
+import { readLastUsed, rememberLastUsed } from "./lastUsed.js";
+
+/**
+ * providers: the `GET providers` entries in order; csrfToken: from `GET csrf`;
+ * page: what only the page knows (callbackUrl, error text, logos, credentials fields,
+ * e-mail prefill); submitInPlace(form): sends a form and swaps the answer in (htmx), or
+ * is absent, and the browser submits normally.
+ */
+export function Chooser({ providers, csrfToken, page, storage, submitInPlace }) {
+  const [lastUsed] = useState(() => readLastUsed(storage));
+  const [query, setQuery] = useState("");
+  const [pendingId, setPendingId] = useState(null);
+  const [announcement, setAnnouncement] = useState("");
+  const listRef = useRef(null);
+
+  // Coming back with the Back button restores the page from the cache, pending state and
+  // all; the person must be able to choose again.
+  useEffect(() => {
+    const reset = (event) => event.persisted && setPendingId(null);
+    window.addEventListener("pageshow", reset);
+    return () => window.removeEventListener("pageshow", reset);
+  }, []);
+
+  // Filled after mounting, so screen readers announce it as a change.
+  useEffect(() => {
+    if (page.error) setAnnouncement(`${page.error.title}. ${page.error.message} ${page.error.action}`);
+  }, [page.error]);
+
+  const redirecting = orderProviders(
+    providers.filter((p) => REDIRECT_TYPES.has(p.type)),
+    lastUsed?.id,
+  );
+  const forms = providers.filter((p) => !REDIRECT_TYPES.has(p.type));
+  const showFilter = providers.length > FILTER_THRESHOLD;
+  const visible = showFilter ? filterProviders(redirecting, query) : redirecting;
+
+  function start(provider) {
+    return (event) => {
+      if (pendingId) {
+        event.preventDefault(); // a second click while the first is on its way
+        return false;
+      }
+      rememberLastUsed(provider, storage);
+      setPendingId(provider.id);
+      return true;
+    };
+  }
+
+  function moveFocus(event) {
+    if (event.key !== "ArrowDown" && event.key !== "ArrowUp") return;
+    const buttons = [...listRef.current.querySelectorAll("button:not([disabled])")];
+    if (!buttons.length) return;
+    event.preventDefault();
+    const at = buttons.indexOf(document.activeElement);
+    const step = event.key === "ArrowDown" ? 1 : -1;
+    const next = at === -1 ? (step === 1 ? 0 : buttons.length - 1) : at + step;
+    buttons[Math.max(0, Math.min(buttons.length - 1, next))].focus();
+  }
+
+  function onFilterKey(event) {
+    if (event.key === "Escape") setQuery("");
+    else if (event.key === "Enter" && visible.length === 1) {
+      event.preventDefault();
+      listRef.current.querySelector("button")?.click();
+    } else moveFocus(event);
+  }
+
+  const hidden = (
+    <>
+      <input type="hidden" name="csrfToken" value={csrfToken} />
+      {page.callbackUrl && <input type="hidden" name="callbackUrl" value={page.callbackUrl} />}
+    </>
+  );
+
+  return (
+    <div className="providers" data-island="chooser" aria-busy={pendingId ? "true" : "false"}>
+      <div className={page.error ? "alert" : "visually-hidden"} role="alert" data-error-code={page.error?.code}>
+        {announcement && page.error && (
+          <>
+            <p className="alert__title">{page.error.title}</p>
+            <p>{page.error.message} {page.error.action}</p>
+          </>
+        )}
+        {announcement && !page.error && <p>{announcement}</p>}
+      </div>
+
+      {showFilter && (
+        <div className="stack">
+          <label htmlFor="provider-filter">Find your sign-in provider</label>
+          <input
+            id="provider-filter"
+            type="search"
+            value={query}
+            autoComplete="off"
+            aria-controls="provider-list"
+            aria-describedby="provider-count"
+            onChange={(e) => setQuery(e.target.value)}
+            onKeyDown={onFilterKey}
+          />
+          <p id="provider-count" className="muted small" aria-live="polite">
+            {visible.length === redirecting.length
+              ? `${redirecting.length} providers`
+              : `${visible.length} of ${redirecting.length} providers match`}
+          </p>
+        </div>
+      )}
+
+      <ul id="provider-list" className="provider-list" ref={listRef} onKeyDown={moveFocus}>
+        {visible.map((p) => {
+          const isLast = p.id === lastUsed?.id;
+          const logo = page.logos?.[p.id];
+          return (
+            <li key={p.id}>
+              <form method="post" action={p.signinUrl} onSubmit={start(p)}>
+                {hidden}
+                <button type="submit" className="button button--provider" data-provider={p.id} disabled={Boolean(pendingId)}>
+                  {logo && <img src={logo} alt="" width="20" height="20" />}
+                  <span>
+                    {pendingId === p.id ? `Redirecting to ${p.name}…` : `${isLast ? "Continue" : "Sign in"} with ${p.name}`}
+                  </span>
+                  {isLast && <span className="badge">last used</span>}
+                </button>
+              </form>
+            </li>
+          );
+        })}
+      </ul>
+      {showFilter && visible.length === 0 && <p className="muted">No provider matches “{query}”.</p>}
+
+      {forms.map((p, index) => (
+        <div key={p.id}>
+          {(index > 0 || redirecting.length > 0) && (
+            <div className="divider" role="separator"><span>or</span></div>
+          )}
+          {p.type === "email" ? (
+            <EmailForm provider={p} page={page} hidden={hidden} pendingId={pendingId}
+              isLast={p.id === lastUsed?.id} start={start(p)} submitInPlace={submitInPlace}
+              onFailure={(message) => { setPendingId(null); setAnnouncement(message); }} />
+          ) : (
+            <CredentialsForm provider={p} page={page} hidden={hidden} pendingId={pendingId}
+              isLast={p.id === lastUsed?.id} start={start(p)} />
+          )}
+        </div>
+      ))}
+    </div>
+  );
+}
+
+function SubmitButton({ provider, pendingId, isLast, busyText }) {
+  return (
+    <button type="submit" className="button" disabled={Boolean(pendingId)}>
+      {pendingId === provider.id ? busyText : `Sign in with ${provider.name}`}
+      {isLast && <span className="badge badge--inverse">last used</span>}
+    </button>
+  );
+}
+
+function EmailForm({ provider, page, hidden, pendingId, isLast, start, submitInPlace, onFailure }) {
+  const [email, setEmail] = useState(page.email ?? "");
+  const [problem, setProblem] = useState(null);
+  const [touched, setTouched] = useState(false);
+  const inputId = `email-${provider.id}`;
+
+  function onSubmit(event) {
+    const found = emailProblem(email);
+    if (found) {
+      event.preventDefault();
+      setTouched(true);
+      setProblem(found);
+      event.currentTarget.elements.email.focus();
+      return;
+    }
+    if (!start(event)) return;
+    if (submitInPlace) {
+      event.preventDefault();
+      submitInPlace(event.currentTarget).catch(() =>
+        onFailure("We could not reach the server. Check your connection and try again."),
+      );
+    }
+  }
+
+  return (
+    <form method="post" action={provider.signinUrl} className="stack" noValidate onSubmit={onSubmit}>
+      {hidden}
+      <label htmlFor={inputId}>E-mail address</label>
+      <input
+        id={inputId}
+        name="email"
+        type="email"
+        autoComplete="email"
+        required
+        maxLength={254}
+        placeholder="ann@example.com"
+        value={email}
+        aria-invalid={problem ? "true" : "false"}
+        aria-describedby={problem ? `${inputId}-problem` : undefined}
+        onChange={(e) => {
+          setEmail(e.target.value);
+          if (touched) setProblem(emailProblem(e.target.value));
+        }}
+        onBlur={() => {
+          if (email) {
+            setTouched(true);
+            setProblem(emailProblem(email));
+          }
+        }}
+      />
+      {problem && <p id={`${inputId}-problem`} className="field-error">{problem}</p>}
+      <SubmitButton provider={provider} pendingId={pendingId} isLast={isLast} busyText="Sending your link…" />
+    </form>
+  );
+}
+
+function CredentialsForm({ provider, page, hidden, pendingId, isLast, start }) {
+  const details = page.credentials?.[provider.id] ?? { fields: [], demo: false };
+  return (
+    <form method="post" action={provider.callbackUrl} className="stack" onSubmit={start}>
+      {hidden}
+      {details.demo && (
+        <p className="note">
+          <strong>Development only:</strong> any e-mail address with the password <code>demo</code>{" "}
+          signs in. This option cannot be enabled in production.
+        </p>
+      )}
+      {details.fields.map((f) => (
+        <div className="stack" key={f.name}>
+          <label htmlFor={`${provider.id}-${f.name}`}>{f.label}</label>
+          <input
+            id={`${provider.id}-${f.name}`}
+            name={f.name}
+            type={f.type}
+            required
+            defaultValue={f.type === "email" ? page.email ?? "" : undefined}
+            autoComplete={f.type === "email" ? "username" : f.type === "password" ? "current-password" : undefined}
+          />
+        </div>
+      ))}
+      <SubmitButton provider={provider} pendingId={pendingId} isLast={isLast} busyText="Signing in…" />
+    </form>
+  );
+}

@@ -1,0 +1,38 @@
+// htmx, served from the app (no CDN), configured for a strict Content-Security-Policy.
+import htmx from "htmx.org";
+
+Object.assign(htmx.config, {
+  // htmx would otherwise add a <style> element, which style-src 'self' refuses.
+  includeIndicatorStyles: false,
+  // No eval-based features (hx-on, js: values) and no scripts from swapped HTML.
+  allowEval: false,
+  allowScriptTags: false,
+  // Only talk to this site.
+  selfRequestsOnly: true,
+  // Swaps replace server-rendered sections; keep the page's scroll position.
+  scrollIntoViewOnBoost: false,
+});
+
+// After a swap, move focus to the new content's heading so keyboard and screen reader users
+// land on what changed instead of on a button that no longer exists.
+document.addEventListener("htmx:afterSwap", (event) => {
+  const target = event.detail.target;
+  const scope = target.isConnected ? target : document.getElementById(target.id);
+  const heading = scope?.querySelector("[data-focus-after-swap], h1, h2");
+  if (!heading) return;
+  if (!heading.hasAttribute("tabindex")) heading.setAttribute("tabindex", "-1");
+  heading.focus();
+});
+
+window.htmx = htmx;
+
+// "Cancel" in a confirmation that htmx placed into the page closes it, and focus returns to
+// the link that opened it. On the confirmation's own page the link simply goes home.
+document.addEventListener("click", (event) => {
+  const dismiss = event.target.closest("[data-dismiss]");
+  const slot = dismiss?.closest("#signout-slot");
+  if (!slot) return;
+  event.preventDefault();
+  slot.replaceChildren();
+  document.querySelector('[hx-target="#signout-slot"]')?.focus();
+});

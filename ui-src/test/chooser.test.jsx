@@ -1,0 +1,132 @@
+import assert from "node:assert/strict";
+import { afterEach, test } from "node:test";
+import { cleanup, fireEvent, render, screen, within } from "@testing-library/react";
+import { Chooser } from "../chooser/Chooser.jsx";
+
+afterEach(cleanup);
+
+function memoryStorage(initial = {}) {
+  const data = new Map(Object.entries(initial));
+  return { getItem: (k) => data.get(k) ?? null, setItem: (k, v) => data.set(k, String(v)), data };
+}
+
+const base = "http://localhost/auth";
+const provider = (id, name, type = "oidc") => ({
+  id, name, type, signinUrl: `${base}/signin/${id}`, callbackUrl: `${base}/callback/${id}`,
+});
+const many = [
+  provider("github", "GitHub", "oauth"), provider("google", "Google"), provider("gitlab", "GitLab"),
+  provider("okta", "Okta"), provider("slack", "Slack"), provider("discord", "Discord", "oauth"),
+  provider("email", "Email", "email"), provider("demo", "Demo", "credentials"),
+];
+const page = {
+  authBase: "/auth", callbackUrl: "/account", email: "", error: null,
+  logos: { github: "/static/logos/github.svg" },
+  credentials: { demo: { fields: [{ name: "email", label: "E-mail", type: "email" }, { name: "password", label: "Password", type: "password" }], demo: true } },
+};
+
+function renderChooser(props = {}) {
+  const storage = props.storage ?? memoryStorage();
+  const utils = render(<Chooser providers={many} csrfToken="tok" page={page} storage={storage} {...props} />);
+  return { ...utils, storage };
+}
+
+const providerButtons = () => within(document.getElementById("provider-list")).getAllByRole("button");
+
+test("more than five providers get a filter box that narrows the buttons", () => {
+  renderChooser();
+  const filter = screen.getByLabelText("Find your sign-in provider");
+  assert.equal(providerButtons().length, 6);
+  fireEvent.change(filter, { target: { value: "git" } });
+  assert.deepEqual(providerButtons().map((b) => b.dataset.provider), ["github", "gitlab"]);
+  assert.ok(screen.getByText("2 of 6 providers match"));
+  fireEvent.change(filter, { target: { value: "nothing" } });
+  assert.ok(screen.getByText(/No provider matches/));
+  fireEvent.keyDown(filter, { key: "Escape" });
+  assert.equal(providerButtons().length, 6);
+});
+
+test("five providers or fewer get no filter box", () => {
+  render(<Chooser providers={many.slice(0, 5)} csrfToken="tok" page={page} storage={memoryStorage()} />);
+  assert.equal(screen.queryByLabelText("Find your sign-in provider"), null);
+});
+
+test("the provider last used in this browser is offered first", () => {
+  const storage = memoryStorage({ "auth.lastProvider": JSON.stringify({ id: "slack", name: "Slack" }) });
+  renderChooser({ storage });
+  const first = providerButtons()[0];
+  assert.equal(first.dataset.provider, "slack");
+  assert.match(first.textContent, /Continue with Slack/);
+  assert.match(first.textContent, /last used/);
+});
+
+test("arrow keys move between provider buttons, starting from the filter box", () => {
+  renderChooser();
+  const filter = screen.getByLabelText("Find your sign-in provider");
+  filter.focus();
+  fireEvent.keyDown(filter, { key: "ArrowDown" });
+  assert.equal(document.activeElement.dataset.provider, "github");
+  fireEvent.keyDown(document.activeElement, { key: "ArrowDown" });
+  assert.equal(document.activeElement.dataset.provider, "google");
+  fireEvent.keyDown(document.activeElement, { key: "ArrowUp" });
+  assert.equal(document.activeElement.dataset.provider, "github");
+});
+
+test("every form carries the csrf token and callbackUrl, and posts to the provider's URL", () => {
+  const { container } = renderChooser();
+  const forms = [...container.querySelectorAll("form")];
+  assert.equal(forms.length, 8);
+  for (const form of forms) {
+    assert.equal(form.elements.csrfToken.value, "tok");
+    assert.equal(form.elements.callbackUrl.value, "/account");
+  }
+  assert.equal(forms.at(-1).getAttribute("action"), `${base}/callback/demo`);
+  assert.ok(container.querySelector('img[src="/static/logos/github.svg"]'));
+});
+
+test("a submit marks the provider pending, disables every button and blocks a second submit", () => {
+  const { storage } = renderChooser();
+  const github = providerButtons()[0];
+  const first = fireEvent.submit(github.form);
+  assert.equal(first, true, "the first submit goes ahead");
+  assert.match(github.textContent, /Redirecting to GitHub/);
+  for (const button of screen.getAllByRole("button")) assert.equal(button.disabled, true);
+  const second = fireEvent.submit(providerButtons()[1].form);
+  assert.equal(second, false, "the second submit is cancelled");
+  assert.deepEqual(JSON.parse(storage.data.get("auth.lastProvider")), { id: "github", name: "GitHub" });
+});
+
+test("an invalid e-mail address is explained inline and not sent", () => {
+  const sent = [];
+  renderChooser({ submitInPlace: (form) => { sent.push(form); return Promise.resolve(); } });
+  const input = screen.getByLabelText("E-mail address");
+  fireEvent.change(input, { target: { value: "ann@example" } });
+  const allowed = fireEvent.submit(input.form);
+  assert.equal(allowed, false);
+  assert.equal(sent.length, 0);
+  assert.equal(input.getAttribute("aria-invalid"), "true");
+  const message = document.getElementById(input.getAttribute("aria-describedby"));
+  assert.match(message.textContent, /after the @/);
+  fireEvent.change(input, { target: { value: "ann@example.com" } });
+  assert.equal(input.getAttribute("aria-invalid"), "false");
+});
+
+test("a valid e-mail address is sent in place (htmx) with the pending state", () => {
+  const sent = [];
+  renderChooser({ submitInPlace: (form) => { sent.push(form); return new Promise(() => {}); } });
+  const input = screen.getByLabelText("E-mail address");
+  fireEvent.change(input, { target: { value: "ann@example.com" } });
+  fireEvent.submit(input.form);
+  assert.equal(sent.length, 1);
+  assert.equal(sent[0].elements.email.value, "ann@example.com");
+  assert.ok(screen.getByText("Sending your link…"));
+});
+
+test("the ?error= message is shown in an alert region", async () => {
+  const error = { code: "OAuthSignin", title: "Could not reach", message: "It may be down.", action: "Try again." };
+  renderChooser({ page: { ...page, error } });
+  const alert = await screen.findByRole("alert");
+  assert.equal(alert.dataset.errorCode, "OAuthSignin");
+  assert.match(alert.textContent, /Could not reach/);
+  assert.match(alert.textContent, /Try again\./);
+});

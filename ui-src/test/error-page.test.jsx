@@ -1,0 +1,42 @@
+import assert from "node:assert/strict";
+import { afterEach, test } from "node:test";
+import { act, cleanup, fireEvent, render, screen } from "@testing-library/react";
+import { ErrorPage } from "../error-page/ErrorPage.jsx";
+
+afterEach(cleanup);
+
+const view = {
+  code: "Verification",
+  title: "This sign-in link no longer works",
+  message: "The link has expired.",
+  action: "Request a new link from the sign-in page.",
+  steps: [{ label: "Request a new sign-in link", href: "/auth/signin" }, { label: "Go to the home page", href: "/" }],
+  retry: true,
+  requestId: "req-1234abcd",
+};
+const storage = (value) => ({ getItem: () => (value ? JSON.stringify(value) : null), setItem() {} });
+
+test("renders what happened, what to do next and the reference", () => {
+  render(<ErrorPage view={view} storage={storage(null)} />);
+  assert.equal(screen.getByRole("heading", { level: 1 }).textContent, view.title);
+  const links = screen.getAllByRole("link");
+  assert.deepEqual(links.map((a) => [a.textContent, a.getAttribute("href")]), [
+    ["Request a new sign-in link", "/auth/signin"], ["Go to the home page", "/"],
+  ]);
+  assert.ok(screen.getByText("req-1234abcd"));
+  assert.equal(screen.queryByRole("button"), null, "no copy button without a clipboard");
+});
+
+test("names the provider this browser used last", () => {
+  render(<ErrorPage view={view} storage={storage({ id: "github", name: "GitHub" })} />);
+  assert.ok(screen.getByText("Last time you signed in here with GitHub."));
+});
+
+test("copies the reference and says so", async () => {
+  const copied = [];
+  const clipboard = { writeText: async (text) => { copied.push(text); } };
+  render(<ErrorPage view={view} storage={storage(null)} clipboard={clipboard} />);
+  await act(async () => fireEvent.click(screen.getByRole("button", { name: "Copy reference" })));
+  assert.deepEqual(copied, ["req-1234abcd"]);
+  assert.ok(screen.getByText("Reference copied."));
+});

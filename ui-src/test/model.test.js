@@ -1,0 +1,44 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { emailProblem, filterProviders, orderProviders } from "../chooser/model.js";
+
+const providers = ["github", "google", "gitlab"].map((id) => ({ id, name: id[0].toUpperCase() + id.slice(1) }));
+
+test("the last used provider comes first, the rest keep their order", () => {
+  assert.deepEqual(orderProviders(providers, "gitlab").map((p) => p.id), ["gitlab", "github", "google"]);
+});
+
+test("an unknown last used provider changes nothing", () => {
+  assert.equal(orderProviders(providers, "nope"), providers);
+  assert.equal(orderProviders(providers, undefined), providers);
+});
+
+test("the filter matches names case-insensitively and ignores surrounding spaces", () => {
+  assert.deepEqual(filterProviders(providers, "  GIT ").map((p) => p.id), ["github", "gitlab"]);
+  assert.deepEqual(filterProviders(providers, "oo").map((p) => p.id), ["google"]);
+  assert.deepEqual(filterProviders(providers, "zzz"), []);
+  assert.equal(filterProviders(providers, ""), providers);
+});
+
+test("valid e-mail addresses pass", () => {
+  for (const ok of ["ann@example.com", "  Ann@Example.COM ", "a.b+c@sub.example.co.uk", "ｊｏｅ@example.com"]) {
+    assert.equal(emailProblem(ok), null, ok);
+  }
+});
+
+test("invalid e-mail addresses get a message that says what is wrong", () => {
+  const cases = {
+    "": /Enter your e-mail/,
+    "ann": /one @/,
+    "ann@@example.com": /one @/,
+    "@example.com": /before the @/,
+    "ann@example": /after the @/,
+    "ann@.example.com": /after the @/,
+    "ann @example.com": /spaces or quotes/,
+    '"ann"@example.com': /spaces or quotes/,
+    [`${"a".repeat(250)}@example.com`]: /too long/,
+  };
+  for (const [value, expected] of Object.entries(cases)) {
+    assert.match(emailProblem(value) ?? "", expected, JSON.stringify(value));
+  }
+});

@@ -1,0 +1,1 @@
+"""The account area: profile, linked sign-in methods, sessions, deleting the account."""

@@ -1,0 +1,125 @@
+"""JSON endpoints of the account area, for scripts: ``/account/api/...``.
+
+Same flows as the pages. POSTs need the CSRF token in the ``X-CSRFToken`` header (from
+``GET {base}/csrf``), like every POST here; a missing or wrong token is
+``400 {"error": "MissingCSRF"}``. Signed out: ``401 {"error": "SessionRequired"}``.
+Refusals: ``{"error": code, "message": text}`` with 404 (not yours or gone), 409 (last
+sign-in method), 403 (recent sign-in needed) or 400 (confirmation missing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, TypeVar, cast
+
+from flask import Blueprint, Response, jsonify, request
+from flask_wtf.csrf import CSRFError
+
+from ..auth.sessions import AuthSession, current_session, iso_utc
+from ..extensions import db
+from . import flows
+
+bp = Blueprint("account_api", __name__)
+
+STATUS = {
+    flows.NOT_FOUND: 404,
+    flows.LAST_METHOD: 409,
+    flows.REAUTH_REQUIRED: 403,
+    flows.NOT_CONFIRMED: 400,
+}
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def session_required(view: F) -> F:
+    """Answer 401 JSON instead of the pages' redirect to the sign-in page."""
+
+    @wraps(view)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        session = current_session()
+        if session is None:
+            return jsonify({"error": "SessionRequired"}), 401
+        return view(session, *args, **kwargs)
+
+    return cast(F, wrapper)
+
+
+@bp.after_request
+def _no_store(response: Response) -> Response:
+    # Personal data: never cached by the browser or a proxy.
+    response.headers["Cache-Control"] = "private, no-cache, no-store"
+    return response
+
+
+@bp.errorhandler(CSRFError)
+def _csrf_failed(_exc: CSRFError) -> tuple[Response, int]:
+    return jsonify({"error": "MissingCSRF"}), 400
+
+
+@bp.errorhandler(flows.AccountError)
+def _refused(exc: flows.AccountError) -> tuple[Response, int]:
+    db.session.rollback()
+    return jsonify({"error": exc.code, "message": exc.message}), STATUS.get(exc.code, 400)
+
+
+@bp.get("")
+@session_required
+def overview(session: AuthSession) -> Response:
+    view = flows.account_overview(user_id=session.user.id, session=session)
+    user = view.user
+    return jsonify(
+        {
+            "user": {"name": user.name, "email": user.email, "image": user.image,
+                     "emailVerified": user.email_verified is not None},
+            "accounts": [
+                {"id": a.id, "provider": a.provider, "providerName": a.provider_name,
+                 "type": a.type, "createdAt": iso_utc(a.created_at)}
+                for a in view.accounts
+            ],
+            "canUnlink": view.can_unlink,
+            "linkOptions": [{"id": o.id, "name": o.name} for o in view.link_options],
+            "sessions": [
+                {"id": s.id, "device": s.device, "ip": s.ip, "provider": s.provider,
+                 "createdAt": iso_utc(s.created_at), "lastActiveAt": iso_utc(s.last_active_at),
+                 "current": s.current}
+                for s in view.sessions
+            ],
+            "recentlySignedIn": view.recently_signed_in,
+        }
+    )
+
+
+@bp.post("/accounts/<int:account_id>/unlink")
+@session_required
+def unlink(session: AuthSession, account_id: int) -> Response:
+    removed = flows.unlink_account(user_id=session.user.id, account_id=account_id)
+    db.session.commit()
+    return jsonify({"unlinked": removed.id})
+
+
+@bp.post("/sessions/<int:session_id>/end")
+@session_required
+def end_session(session: AuthSession, session_id: int) -> Response:
+    own = flows.end_session(user_id=session.user.id, session_id=session_id, current=session)
+    db.session.commit()
+    return jsonify({"ended": session_id, "signedOut": own})
+
+
+@bp.post("/sessions/end-others")
+@session_required
+def end_others(session: AuthSession) -> Response:
+    count = flows.end_other_sessions(user_id=session.user.id, current=session)
+    db.session.commit()
+    return jsonify({"ended": count})
+
+
+@bp.post("/delete")
+@session_required
+def delete(session: AuthSession) -> Response:
+    body = request.get_json(silent=True) or {}
+    flows.delete_account(
+        user_id=session.user.id, current=session, confirmation=str(body.get("confirm", ""))
+    )
+    db.session.commit()
+    return jsonify({"deleted": True})

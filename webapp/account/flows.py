@@ -1,0 +1,217 @@
+"""Account use cases: what the account pages and JSON endpoints do, without HTTP.
+
+Each flow takes the signed-in user's id (and session where it matters), checks ownership
+itself (a row of another user is "not found", never acted on), raises ``AccountError``
+with a stable code, and leaves committing to the caller's single ``db.session.commit()``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import delete, select
+
+from ..auth import urls
+from ..auth.providers import providers
+from ..auth.sessions import AuthSession, end_current_session
+from ..extensions import db
+from ..models import Account, Session, User, VerificationToken, utcnow
+from .devices import describe_device
+
+#: Provider types a signed-in person can link with one button (a redirect round trip).
+LINKABLE_TYPES = frozenset({"oidc", "oauth"})
+#: What the person must type to confirm deleting the account.
+DELETE_CONFIRMATION = "DELETE"
+
+
+class AccountError(Exception):
+    """An account action was refused; ``code`` is stable, ``message`` is for the person."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(code)
+        self.code = code
+        self.message = message
+
+
+NOT_FOUND = "NotFound"
+LAST_METHOD = "LastSignInMethod"
+REAUTH_REQUIRED = "RecentSignInRequired"
+NOT_CONFIRMED = "ConfirmationRequired"
+
+
+@dataclass(frozen=True)
+class LinkedAccount:
+    id: int
+    provider: str
+    provider_name: str
+    type: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    id: int
+    device: str
+    ip: str | None
+    created_at: datetime
+    last_active_at: datetime
+    provider: str | None
+    current: bool
+
+
+@dataclass(frozen=True)
+class LinkOption:
+    id: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Overview:
+    user: User
+    accounts: list[LinkedAccount]
+    can_unlink: bool
+    link_options: list[LinkOption]
+    sessions: list[SessionInfo]
+    recently_signed_in: bool
+    #: The re-authentication window, for the page's explanation.
+    reauth_minutes: int
+
+
+def _provider_name(provider_id: str) -> str:
+    provider = providers().get(provider_id)
+    return provider.name if provider is not None else provider_id
+
+
+def _email_signin_available(user: User) -> bool:
+    # With an e-mail provider configured, a person with an address can always get a link:
+    # that is a way to sign in even without an account row.
+    return bool(user.email) and any(p.type == "email" for p in providers().values())
+
+
+def _accounts(user_id: int) -> list[Account]:
+    return list(
+        db.session.scalars(
+            select(Account).where(Account.user_id == user_id).order_by(Account.id)
+        )
+    )
+
+
+def _reauth_minutes() -> int:
+    return int(urls.settings().account_reauth_window.total_seconds() // 60)
+
+
+def is_recent_signin(session: AuthSession) -> bool:
+    """Whether ``session`` was created within the re-authentication window."""
+    return utcnow() - session.created_at <= urls.settings().account_reauth_window
+
+
+def account_overview(*, user_id: int, session: AuthSession) -> Overview:
+    """Return everything the account page shows for the signed-in user."""
+    user = db.session.get(User, user_id)
+    if user is None:
+        raise AccountError(NOT_FOUND, "This account no longer exists.")
+    accounts = _accounts(user_id)
+    linked = {a.provider for a in accounts}
+    rows = db.session.scalars(
+        select(Session)
+        .where(Session.user_id == user_id, Session.expires > utcnow())
+        .order_by(Session.last_active_at.desc(), Session.id.desc())
+    )
+    return Overview(
+        user=user,
+        accounts=[
+            LinkedAccount(a.id, a.provider, _provider_name(a.provider), a.type, a.created_at)
+            for a in accounts
+        ],
+        can_unlink=len(accounts) > 1 or _email_signin_available(user),
+        link_options=[
+            LinkOption(p.id, p.name)
+            for p in providers().values()
+            if p.type in LINKABLE_TYPES and p.id not in linked
+        ],
+        sessions=[
+            SessionInfo(
+                id=s.id,
+                device=describe_device(s.user_agent),
+                ip=s.ip,
+                created_at=s.created_at,
+                last_active_at=s.last_active_at,
+                provider=s.provider,
+                current=s.id == session.id,
+            )
+            for s in rows
+        ],
+        recently_signed_in=is_recent_signin(session),
+        reauth_minutes=_reauth_minutes(),
+    )
+
+
+def unlink_account(*, user_id: int, account_id: int) -> LinkedAccount:
+    """Remove one of the user's sign-in methods; refuse to remove the last one."""
+    user = db.session.get(User, user_id)
+    accounts = _accounts(user_id)
+    account = next((a for a in accounts if a.id == account_id), None)
+    if user is None or account is None:
+        raise AccountError(NOT_FOUND, "That sign-in method is not linked to your account.")
+    if len(accounts) == 1 and not _email_signin_available(user):
+        raise AccountError(
+            LAST_METHOD,
+            f"{_provider_name(account.provider)} is your only way to sign in, so it cannot be "
+            "removed. Link another provider first.",
+        )
+    db.session.delete(account)
+    return LinkedAccount(
+        account.id, account.provider, _provider_name(account.provider), account.type,
+        account.created_at,
+    )
+
+
+def end_session(*, user_id: int, session_id: int, current: AuthSession) -> bool:
+    """Sign out one of the user's sessions; return whether it was this browser's own."""
+    if session_id == current.id:
+        end_current_session()
+        return True
+    deleted = db.session.execute(
+        delete(Session).where(Session.id == session_id, Session.user_id == user_id)
+    ).rowcount
+    if not deleted:
+        raise AccountError(NOT_FOUND, "That session has already ended.")
+    return False
+
+
+def end_other_sessions(*, user_id: int, current: AuthSession) -> int:
+    """Sign out every session of the user except this browser's; return how many ended."""
+    return db.session.execute(
+        delete(Session).where(Session.user_id == user_id, Session.id != current.id)
+    ).rowcount
+
+
+def delete_account(*, user_id: int, current: AuthSession, confirmation: str) -> None:
+    """Delete the user with their accounts, sessions and pending e-mail links.
+
+    Needs the typed confirmation and a sign-in within the re-authentication window, so an
+    unattended browser or a stolen old cookie cannot delete the account.
+    """
+    if confirmation.strip() != DELETE_CONFIRMATION:
+        raise AccountError(NOT_CONFIRMED, f"Type {DELETE_CONFIRMATION} to confirm.")
+    if not is_recent_signin(current):
+        raise AccountError(
+            REAUTH_REQUIRED,
+            f"For your safety, deleting your account needs a sign-in in the last "
+            f"{_reauth_minutes()} minutes. Sign in again, then delete it.",
+        )
+    user = db.session.get(User, user_id)
+    if user is None:
+        raise AccountError(NOT_FOUND, "This account no longer exists.")
+    end_current_session()
+    # Explicit deletes rather than ON DELETE CASCADE: SQLite enforces foreign keys only
+    # when a pragma is on, and the outcome must not depend on the database.
+    db.session.execute(delete(Session).where(Session.user_id == user_id))
+    db.session.execute(delete(Account).where(Account.user_id == user_id))
+    if user.email:
+        db.session.execute(
+            delete(VerificationToken).where(VerificationToken.identifier == user.email)
+        )
+    db.session.execute(delete(User).where(User.id == user_id))
+

@@ -1,0 +1,138 @@
+"""The account area's pages: ``/account`` and its forms, each usable with or without htmx.
+
+A form posts to its own URL. A plain post gets a 303 back to ``/account#<section>`` with a
+flashed message; an htmx post (``HX-Request``) gets only the section it changed, message
+included, which htmx swaps in place. An action that signs this browser out (ending its own
+session, deleting the account) leaves the area with a full navigation home.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from flask import (
+    Blueprint,
+    Response,
+    flash,
+    get_flashed_messages,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
+from flask_login import current_user, login_required
+
+from ..auth.sessions import AuthSession, current_session
+from ..extensions import db
+from . import flows
+
+bp = Blueprint("account", __name__)
+
+#: The template of each section an action can re-render.
+SECTIONS = {
+    "accounts": "account/_accounts.html",
+    "sessions": "account/_sessions.html",
+    "delete": "account/_delete.html",
+}
+
+
+@dataclass(frozen=True)
+class Done:
+    """A successful action: the message to show, and whether this browser is signed out."""
+
+    message: str
+    signed_out: bool = False
+
+
+def _session() -> AuthSession:
+    session = current_session()
+    assert session is not None  # login_required ran first
+    return session
+
+
+def _is_htmx() -> bool:
+    return request.headers.get("HX-Request") == "true"
+
+
+@bp.get("/account")
+@login_required
+def overview() -> str:
+    view = flows.account_overview(user_id=current_user.id, session=_session())
+    # After a plain-form action, its message was flashed with the section it belongs to.
+    notices = {
+        section: {"text": text, "category": category}
+        for kind, text in get_flashed_messages(with_categories=True)
+        for category, _, section in [kind.partition(" ")]
+        if section
+    }
+    return render_template("account/index.html", view=view, notices=notices)
+
+
+@bp.post("/account/accounts/<int:account_id>/unlink")
+@login_required
+def unlink(account_id: int) -> Response | str:
+    def action() -> Done:
+        removed = flows.unlink_account(user_id=current_user.id, account_id=account_id)
+        return Done(f"{removed.provider_name} was removed from your sign-in methods.")
+
+    return _respond("accounts", action)
+
+
+@bp.post("/account/sessions/<int:session_id>/end")
+@login_required
+def end_session(session_id: int) -> Response | str:
+    def action() -> Done:
+        own = flows.end_session(user_id=current_user.id, session_id=session_id, current=_session())
+        return Done("You are signed out." if own else "That session was signed out.", own)
+
+    return _respond("sessions", action)
+
+
+@bp.post("/account/sessions/end-others")
+@login_required
+def end_others() -> Response | str:
+    def action() -> Done:
+        count = flows.end_other_sessions(user_id=current_user.id, current=_session())
+        return Done(f"Signed out {count} other session{'' if count == 1 else 's'}.")
+
+    return _respond("sessions", action)
+
+
+@bp.post("/account/delete")
+@login_required
+def delete() -> Response | str:
+    def action() -> Done:
+        confirmation = request.form.get("confirm", "")
+        flows.delete_account(user_id=current_user.id, current=_session(), confirmation=confirmation)
+        return Done("Your account and everything linked to it were deleted.", signed_out=True)
+
+    return _respond("delete", action)
+
+
+def _respond(section: str, action: Callable[[], Done]) -> Response | str:
+    """Run ``action``, commit, and answer: the section (htmx) or a redirect (plain form)."""
+    try:
+        done = action()
+        db.session.commit()
+    except flows.AccountError as exc:
+        db.session.rollback()
+        return _answer(section, exc.message, "error")
+    if done.signed_out:
+        flash(done.message, "success")
+        home = url_for("pages.index")
+        if _is_htmx():
+            # Swapping the home page into a section would be wrong: ask for a navigation.
+            return Response(status=204, headers={"HX-Redirect": home})
+        return redirect(home, code=303)
+    return _answer(section, done.message, "success")
+
+
+def _answer(section: str, message: str, category: str) -> Response | str:
+    if not _is_htmx():
+        flash(message, f"{category} {section}")
+        return redirect(url_for("account.overview", _anchor=section), code=303)
+    view = flows.account_overview(user_id=current_user.id, session=_session())
+    return render_template(
+        SECTIONS[section], view=view, notice={"text": message, "category": category}
+    )

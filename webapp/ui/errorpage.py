@@ -1,0 +1,40 @@
+"""The error page's content for each code: the server renders it, the island re-renders it.
+
+Links are paths built from the configuration (AUTH_URL's path), never from the request URL,
+so neither a crafted error link nor a forged Host header can point the buttons elsewhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..auth import urls
+from ..auth.errors import message_for
+
+#: The first step offered for codes whose best next step is not "sign in again".
+_FIRST_STEP = {
+    "Verification": "Request a new sign-in link",
+    "AccessDenied": "Sign in with another account",
+}
+
+
+def error_view(code: str | None, request_id: str) -> dict[str, Any]:
+    """Return the error page model: texts, next steps (label + href), reference."""
+    text = message_for(code)
+    home = {"label": "Go to the home page", "href": "/"}
+    signin_href = urls.settings().base_path + "/signin"
+    if code == "Configuration":
+        # Sign-in itself is broken: the home page comes first, sign-in is only offered.
+        steps = [home, {"label": "Back to sign in", "href": signin_href}]
+    else:
+        label = _FIRST_STEP.get(code or "", "Try signing in again")
+        steps = [{"label": label, "href": signin_href}, home]
+    return {
+        "code": code,
+        "title": text.title,
+        "message": text.message,
+        "action": text.action,
+        "steps": steps,
+        "retry": code != "Configuration",
+        "requestId": request_id,
+    }
