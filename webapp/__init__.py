@@ -7,12 +7,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from flask import Flask, Response, g, jsonify, redirect, render_template, request
-from flask_wtf.csrf import CSRFError
-from werkzeug.exceptions import HTTPException
+from flask import Flask, Response, redirect, request
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from . import database, observability, sqlcount
+from . import database, errors, observability, sqlcount
 from .auth.cookies import CSRF_COOKIE, apply_cookies, cookie_name
 from .auth.hooks import AuthHooks
 from .extensions import csrf, db, login_manager, migrate
@@ -68,7 +66,7 @@ def create_app(
     ui.init_app(app)
     app.cli.add_command(auth_cli)
     app.after_request(apply_cookies)
-    _register_error_handlers(app)
+    errors.init_app(app)
 
     @app.context_processor
     def _brand() -> dict[str, Any]:
@@ -127,41 +125,6 @@ def _init_login(app: Flask) -> None:
     def _unauthorized() -> Response:
         here = urls.origin() + request.full_path.rstrip("?")
         return redirect(urls.auth_url("signin", error="SessionRequired", callbackUrl=here))
-
-
-def _register_error_handlers(app: Flask) -> None:
-    from .auth import urls
-    from .auth.errors import message_for
-    from .auth.views import wants_json
-
-    @app.errorhandler(CSRFError)
-    def _csrf_failed(exc: CSRFError) -> Response | tuple[Response, int]:
-        log.warning("CSRF check failed on %s %s: %s", request.method, request.path, exc.description)
-        if wants_json() or request.accept_mimetypes.best == "application/json":
-            return jsonify({"error": "MissingCSRF"}), 400
-        return redirect(urls.auth_url("signin", error="MissingCSRF"))
-
-    @app.errorhandler(HTTPException)
-    def _http_error(exc: HTTPException) -> Response | HTTPException:
-        if request.accept_mimetypes.best == "application/json" or request.is_json:
-            response = jsonify({"error": exc.name, "requestId": g.get("request_id")})
-            response.status_code = exc.code or 500
-            if exc.code == 405 and exc.response is None:
-                response.headers["Allow"] = ", ".join(getattr(exc, "valid_methods", None) or [])
-            return response
-        return exc
-
-    @app.errorhandler(Exception)
-    def _unexpected(exc: Exception) -> tuple[Response | str, int]:
-        db.session.rollback()
-        log.exception("unhandled error on %s %s", request.method, request.path)
-        if request.is_json or request.accept_mimetypes.best == "application/json":
-            return jsonify({"error": "InternalError", "requestId": g.get("request_id")}), 500
-        html = render_template(
-            "auth/error.html", code=None, error=message_for(None),
-            request_id=g.get("request_id", "-"),
-        )
-        return html, 500
 
 
 def _migrate_development_database(app: Flask) -> None:

@@ -26,6 +26,8 @@ def engine_options(
         "pool_size": pool_size,
         "max_overflow": max_overflow,
         "pool_recycle": 1800,
+        # Fail fast (503) instead of hanging a worker when the server is unreachable.
+        "connect_args": {"connect_timeout": 5},
     }
 
 

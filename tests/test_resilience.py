@@ -1,0 +1,52 @@
+"""Outages: an unreachable database gives 503 with Retry-After, never a hang or a trace."""
+
+from __future__ import annotations
+
+import pytest
+
+from webapp import create_app
+
+from .conftest import TEST_SECRET
+
+# Port 1 on loopback: nothing listens, so connections are refused at once.
+DOWN = "postgresql+psycopg://postgres@127.0.0.1:1/nothing"
+
+
+@pytest.fixture
+def down_client():
+    app = create_app({"APP_ENV": "development", "AUTH_SECRET": TEST_SECRET,
+                      "AUTH_URL": "http://localhost/auth", "DATABASE_URL": DOWN,
+                      "TESTING": True}, environ={})
+    return app.test_client()
+
+
+def test_session_read_with_the_database_down_is_503_json(down_client):
+    down_client.set_cookie("auth.session-token", "a" * 43)
+    r = down_client.get("/auth/session")
+    assert r.status_code == 503
+    assert r.headers["Retry-After"] == "5"
+    assert r.json == {"error": "ServiceUnavailable", "requestId": r.headers["X-Request-ID"]}
+
+
+def test_pages_with_the_database_down_are_readable_503s(down_client):
+    down_client.set_cookie("auth.session-token", "a" * 43)
+    r = down_client.get("/", headers={"Accept": "text/html"})
+    assert r.status_code == 503
+    body = r.get_data(as_text=True)
+    assert r.headers["X-Request-ID"] in body
+    assert "psycopg" not in body and "127.0.0.1:1" not in body
+
+
+def test_what_needs_no_database_still_works(down_client):
+    assert down_client.get("/auth/session").json is None
+    assert down_client.get("/auth/providers").status_code == 200
+    assert down_client.get("/auth/csrf").status_code == 200
+    assert down_client.get("/auth/signin").status_code == 200
+
+
+def test_signin_with_the_database_down_changes_nothing_and_says_so(down_client):
+    token = down_client.get("/auth/csrf").json["csrfToken"]
+    r = down_client.post("/auth/callback/demo", data={
+        "csrfToken": token, "email": "ann@example.com", "password": "demo"})
+    assert r.status_code == 503
+    assert "session-token" not in r.headers.get("Set-Cookie", "")
