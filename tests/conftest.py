@@ -25,6 +25,9 @@ from webapp import MIGRATIONS_DIR, create_app
 from webapp.auth.hooks import AuthHooks
 from webapp.extensions import db
 
+# SMTP servers on loopback, the outbox and the e-mail sign-in actions.
+pytest_plugins = ["tests.fixtures_smtp"]
+
 TEST_SECRET = "test-secret-" + "x" * 40
 PG_ADMIN_URL = os.environ.get(
     "TEST_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
