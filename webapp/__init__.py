@@ -7,8 +7,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from flask import Flask, Response, redirect, request
+from flask import Flask, redirect, request
 from werkzeug.middleware.proxy_fix import ProxyFix
+from werkzeug.wrappers import Response
 
 from . import database, errors, observability, sqlcount
 from .auth.cookies import CSRF_COOKIE, apply_cookies, cookie_name

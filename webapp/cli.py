@@ -8,6 +8,7 @@ from sqlalchemy import delete, func, select
 
 from .auth import ratelimit
 from .auth.sessions import delete_expired
+from .database import execute_counting
 from .extensions import db
 from .models import Session, User, VerificationToken, utcnow
 
@@ -19,9 +20,9 @@ auth_cli = AppGroup("auth", help="Inspect and clean up sign-in data.")
 def cleanup(batch_size: int) -> None:
     """Delete expired sessions, verification tokens and finished rate-limit windows."""
     sessions = delete_expired(batch_size=batch_size)
-    tokens = db.session.execute(
+    tokens = execute_counting(
         delete(VerificationToken).where(VerificationToken.expires <= utcnow())
-    ).rowcount
+    )
     db.session.commit()
     counters = ratelimit.delete_finished_windows()
     click.echo(f"deleted {sessions} expired session(s)")
@@ -62,14 +63,14 @@ def revoke(email: str | None, session_id: int | None) -> None:
     if (email is None) == (session_id is None):
         raise click.UsageError("give exactly one of --user EMAIL or --session ID")
     if session_id is not None:
-        count = db.session.execute(delete(Session).where(Session.id == session_id)).rowcount
+        count = execute_counting(delete(Session).where(Session.id == session_id))
     else:
         user_id = db.session.scalar(
             select(User.id).where(func.lower(User.email) == str(email).strip().lower())
         )
         if user_id is None:
             raise click.ClickException(f"no user with e-mail {email}")
-        count = db.session.execute(delete(Session).where(Session.user_id == user_id)).rowcount
+        count = execute_counting(delete(Session).where(Session.user_id == user_id))
     db.session.commit()
     if session_id is not None and count == 0:
         raise click.ClickException(f"no session with id {session_id}")

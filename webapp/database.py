@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from flask import Flask
-from sqlalchemy import event
+from sqlalchemy import CursorResult, Executable, event
 
 from .extensions import db
 
@@ -29,6 +29,12 @@ def engine_options(
         # Fail fast (503) instead of hanging a worker when the server is unreachable.
         "connect_args": {"connect_timeout": 5},
     }
+
+
+def execute_counting(statement: Executable) -> int:
+    """Run a DELETE or UPDATE in the current session; return how many rows it touched."""
+    result = cast(CursorResult[Any], db.session.execute(statement))
+    return int(result.rowcount)
 
 
 def init_app(app: Flask) -> None:

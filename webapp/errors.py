@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import logging
 
-from flask import Flask, Response, g, jsonify, redirect, render_template, request
+from flask import Flask, g, jsonify, redirect, render_template, request
 from flask_wtf.csrf import CSRFError
 from sqlalchemy.exc import DBAPIError, OperationalError
 from werkzeug.exceptions import HTTPException
+from werkzeug.wrappers import Response
 
 from .auth import urls
 from .auth.errors import message_for

@@ -1,3 +1,5 @@
+# mypy: disable-error-code="name-defined"
+# (Flask-SQLAlchemy builds db.Model at run time; mypy cannot see it as a class.)
 """The database schema: users, accounts, sessions, verification tokens and rate counters.
 
 Column names are plain so that a DBA can read and query the tables directly; times are

@@ -99,16 +99,16 @@ def _resolve_once(
 
     email = info.email
     if current_user_id is not None:
-        user = db.session.get(User, current_user_id)
-        if user is None:
+        current = db.session.get(User, current_user_id)
+        if current is None:
             raise AuthError("OAuthAccountNotLinked", "signed-in user vanished")
         if email:
             other = _user_by_email(email)
-            if other is not None and other.id != user.id:
+            if other is not None and other.id != current.id:
                 raise AuthError(
                     "OAuthAccountNotLinked", f"{provider} e-mail belongs to another user"
                 )
-        return _link(user, provider, provider_type, subject, tokens, is_new_user=False)
+        return _link(current, provider, provider_type, subject, tokens, is_new_user=False)
 
     if email:
         existing = _user_by_email(email)

@@ -44,7 +44,8 @@ class _Pending:
 def _jar() -> dict[str, _Pending]:
     if "auth_cookie_jar" not in g:
         g.auth_cookie_jar = {}
-    return g.auth_cookie_jar  # type: ignore[no-any-return]
+    jar: dict[str, _Pending] = g.auth_cookie_jar
+    return jar
 
 
 def set_cookie(

@@ -90,4 +90,5 @@ class AuthHooks:
 
 def current_hooks() -> AuthHooks:
     """Return the hooks of the running application."""
-    return current_app.extensions["webapp.hooks"]  # type: ignore[no-any-return]
+    hooks: AuthHooks = current_app.extensions["webapp.hooks"]
+    return hooks

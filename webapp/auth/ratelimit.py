@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from sqlalchemy import delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 
+from ..database import execute_counting
 from ..extensions import db
 from ..models import RateLimitCounter, utcnow
 from ..settings import RateLimit
@@ -31,13 +32,17 @@ def hit(key: str, limit: RateLimit) -> int:
     start, end = _window(limit, utcnow())
     dialect = db.engine.dialect.name
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    stmt = insert(RateLimitCounter).values(key=key, window_start=start, window_end=end, count=1)
-    stmt = stmt.on_conflict_do_update(
-        index_elements=["key", "window_start"],
-        set_={"count": RateLimitCounter.count + 1},
-    ).returning(RateLimitCounter.count)
+    upsert = (
+        insert(RateLimitCounter)
+        .values(key=key, window_start=start, window_end=end, count=1)
+        .on_conflict_do_update(
+            index_elements=["key", "window_start"],
+            set_={"count": RateLimitCounter.count + 1},
+        )
+        .returning(RateLimitCounter.count)
+    )
     with db.engine.begin() as conn:
-        return int(conn.execute(stmt).scalar_one())
+        return int(conn.execute(upsert).scalar_one())
 
 
 def count(key: str, limit: RateLimit) -> int:
@@ -59,8 +64,8 @@ def exceeded(key: str, limit: RateLimit) -> bool:
 
 def delete_finished_windows() -> int:
     """Delete counters whose window has ended; return how many rows went."""
-    result = db.session.execute(
+    deleted = execute_counting(
         delete(RateLimitCounter).where(RateLimitCounter.window_end <= utcnow())
     )
     db.session.commit()
-    return int(result.rowcount or 0)
+    return deleted

@@ -31,7 +31,7 @@ def safe_callback_url(value: str | None) -> str:
 
 def is_safe_callback_url(value: str | None) -> bool:
     """Return whether ``value`` would be followed as given (not replaced by the fallback)."""
-    return bool(value) and _same_site_path(value, urls.origin()) is not None
+    return bool(value) and _same_site_path(str(value), urls.origin()) is not None
 
 
 def resolve_redirect(value: str | None) -> str:

@@ -19,6 +19,7 @@ from flask import g, request
 from flask_login import UserMixin
 from sqlalchemy import bindparam, delete, insert, select, update
 
+from ..database import execute_counting
 from ..extensions import db
 from ..models import Session, User, utcnow
 from . import cookies, urls
@@ -27,7 +28,7 @@ TOKEN_BYTES = 32
 
 
 @dataclass(frozen=True)
-class AuthUser(UserMixin):  # type: ignore[misc]
+class AuthUser(UserMixin):
     """The signed-in user as the session read sees it; Flask-Login's ``current_user``."""
 
     id: int
@@ -115,7 +116,8 @@ def current_session() -> AuthSession | None:
     extended the session.
     """
     if "auth_session" in g:
-        return g.auth_session  # type: ignore[no-any-return]
+        cached: AuthSession | None = g.auth_session
+        return cached
     name = cookies.session_cookie_name()
     token = request.cookies.get(name)
     session: AuthSession | None = None
@@ -201,9 +203,7 @@ def delete_expired(*, batch_size: int = 5000) -> int:
     total = 0
     while True:
         ids = select(Session.id).where(Session.expires <= utcnow()).limit(batch_size)
-        deleted = db.session.execute(
-            delete(Session).where(Session.id.in_(ids.scalar_subquery()))
-        ).rowcount
+        deleted = execute_counting(delete(Session).where(Session.id.in_(ids.scalar_subquery())))
         db.session.commit()
         total += deleted
         if deleted < batch_size:

@@ -11,7 +11,8 @@ from ..settings import Settings
 
 def settings() -> Settings:
     """Return the running application's settings."""
-    return current_app.extensions["webapp.settings"]  # type: ignore[no-any-return]
+    settings: Settings = current_app.extensions["webapp.settings"]
+    return settings
 
 
 def origin() -> str:

@@ -7,7 +7,6 @@ from typing import Any
 
 from flask import (
     Blueprint,
-    Response,
     current_app,
     g,
     jsonify,
@@ -16,6 +15,7 @@ from flask import (
     request,
 )
 from flask_wtf.csrf import generate_csrf
+from werkzeug.wrappers import Response
 
 from ..extensions import csrf, db
 from . import beacon, urls

@@ -111,4 +111,5 @@ def build_providers(conf: Settings) -> dict[str, Provider]:
 
 def providers() -> dict[str, Provider]:
     """Return the running application's providers, keyed by id."""
-    return current_app.extensions["webapp.providers"]  # type: ignore[no-any-return]
+    built: dict[str, Provider] = current_app.extensions["webapp.providers"]
+    return built

@@ -121,7 +121,7 @@ def demo_provider() -> CredentialsProvider:
 
 def _build(entry: Mapping[str, Any], conf: Settings) -> Provider:
     raw_fields = entry.get("fields")
-    fields = DEFAULT_FIELDS
+    fields: tuple[Field, ...] = DEFAULT_FIELDS
     if raw_fields is not None:
         if not isinstance(raw_fields, list) or not raw_fields:
             raise ConfigError(f"provider {entry['id']!r}: fields must be a non-empty list")
