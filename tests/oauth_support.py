@@ -213,6 +213,8 @@ class FakeIdP:
                                                 "email_verified": True, "name": "Fay"}
         self.token_extra: dict[str, Any] = {}
         self.codes: dict[str, dict[str, str]] = {}
+        #: The ``iss`` the authorization response carries (RFC 9207); default the issuer.
+        self.iss_param: str | None = None
         self.discovery: dict[str, Any] = {
             "issuer": self.issuer,
             "authorization_endpoint": self.issuer + "/authorize",
@@ -246,7 +248,7 @@ class FakeIdP:
     def _authorize(self, request: FakeRequest) -> tuple[int, dict[str, str], Any]:
         code = secrets.token_urlsafe(16)
         self.codes[code] = request.query
-        answer = {"code": code, "iss": self.issuer}
+        answer = {"code": code, "iss": self.iss_param or self.issuer}
         if "state" in request.query:
             answer["state"] = request.query["state"]
         if request.query.get("response_mode") == "form_post":

@@ -9,10 +9,12 @@ and claims), userinfo ``sub``. Any failure is an ``AuthError``; nothing is store
 from __future__ import annotations
 
 import hmac
+import re
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -169,11 +171,11 @@ class OAuthProvider(Provider):
             raise AuthError(code, f"{self.id}: provider error {params['error'][:100]!r}")
         self._check_state(state, stored)
         self._check_iss(params.get("iss"))
-        code = params.get("code")
-        if not code:
+        auth_code = params.get("code")
+        if not auth_code:
             raise AuthError("OAuthCallback", f"{self.id}: no code in callback")
 
-        token = self._exchange(code, stored.pkce)
+        token = self._exchange(auth_code, stored.pkce)
         profile, claims = self._profile(token, stored.nonce, form)
         subject, info = self._user_info(profile)
         session = current_session()
@@ -215,7 +217,10 @@ class OAuthProvider(Provider):
         ) is True
         if iss is None and not advertised:
             return
-        if iss != self._document("OAuthCallback")["issuer"]:
+        expected = str(self._document("OAuthCallback")["issuer"])
+        # Entra's common endpoint answers with the person's tenant in place of {tenantid}.
+        pattern = re.escape(expected).replace(re.escape("{tenantid}"), "[0-9A-Za-z-]+")
+        if iss is None or not re.fullmatch(pattern, iss):
             raise AuthError("OAuthCallback", f"{self.id}: iss {iss!r} is not our issuer")
 
     def _exchange(self, code: str, verifier: str | None) -> dict[str, Any]:
@@ -254,7 +259,7 @@ class OAuthProvider(Provider):
             except InvalidIDToken as exc:
                 raise AuthError("OAuthCallback", f"{self.id}: ID token: {exc}") from exc
         profile = dict(claims)
-        userinfo_endpoint = self._endpoint("userinfo_endpoint", "OAuthCallback", required=False)
+        userinfo_endpoint = self._optional_endpoint("userinfo_endpoint", "OAuthCallback")
 
         def fetch(url: str) -> Any:
             return get_json(
@@ -307,13 +312,18 @@ class OAuthProvider(Provider):
         except ProviderUnavailable as exc:
             raise AuthError(error_code, f"{self.id}: discovery: {exc}") from exc
 
-    def _endpoint(self, name: str, error_code: str, *, required: bool = True) -> str | None:
-        value = getattr(self.config, name)
+    def _optional_endpoint(self, name: str, error_code: str) -> str | None:
+        """Return a configured endpoint, else the discovered one (None if neither)."""
+        value: str | None = getattr(self.config, name)
         if value is None and self.metadata is not None:
             value = self._document(error_code).get(name)
-        if value is None and required:
+        return value
+
+    def _endpoint(self, name: str, error_code: str) -> str:
+        value = self._optional_endpoint(name, error_code)
+        if value is None:
             raise AuthError(error_code, f"{self.id}: no {name}")
-        return value  # type: ignore[no-any-return]
+        return value
 
     def _keys(self, kid: str | None) -> list[dict[str, Any]]:
         assert self.metadata is not None
@@ -474,9 +484,9 @@ def build(entry: Mapping[str, Any], conf: Settings) -> Provider:
     linking = opt("allow_dangerous_email_account_linking", False)
     if not isinstance(linking, bool):
         raise ConfigError(f"{where}: allow_dangerous_email_account_linking must be true or false")
-    logo = text("logo")
-    if logo is None and preset is not None:
-        logo = f"providers/{preset_id}.svg"
+    # Logos ship with the app (webapp/static/providers): the sign-in page loads nothing
+    # from a third party, which would tell it who is about to sign in.
+    logo = text("logo") or (f"providers/{preset_id}.svg" if preset else "providers/oidc.svg")
 
     return OAuthProvider(
         OAuthConfig(
@@ -516,21 +526,21 @@ def _client(
         path = Path(entry.get("_config_dir", ".")) / key_file
         key = load_private_key(path, where=f"{where}: client_private_key_file")
 
-    if preset is not None and preset.signed_client_secret:
-        team_id, key_id = text("team_id"), text("key_id")
+    team_id, key_id = text("team_id"), text("key_id")
+    if preset is not None and preset.signed_client_secret and (team_id or key_id or key):
+        # Apple: sign a fresh client secret per exchange rather than a 6-month one by hand.
         if team_id is None or key_id is None or key is None:
             raise ConfigError(
                 f"{where}: team_id, key_id and client_private_key_file (the .p8 key) are "
-                "required to sign the client secret"
+                "all required to sign the client secret"
             )
-        audience = text("issuer") or preset.issuer or ""
-        signing_key = key
         return ClientCredentials(
             client_id=client_id,
             method=method,
-            secret_factory=lambda: apple_client_secret(
-                team_id=team_id, key_id=key_id, client_id=client_id, key=signing_key,
-                audience=audience, lifetime=_APPLE_SECRET_LIFETIME,
+            secret_factory=partial(
+                apple_client_secret, team_id=team_id, key_id=key_id, client_id=client_id,
+                key=key, audience=text("issuer") or preset.issuer or "",
+                lifetime=_APPLE_SECRET_LIFETIME,
             ),
         )
     secret = text("client_secret")
