@@ -1,0 +1,1 @@
+"""The benchmark suite: seeding, load runs with wrk, and the results report (``bench/run``)."""

@@ -1,0 +1,391 @@
+"""Turn a ``bench/run`` output folder into the results table and ``bench/RESULTS.md``.
+
+    python -m bench.report /tmp/webapp-bench/<stamp> --results bench/RESULTS.md
+
+Every figure comes from the raw wrk outputs in the folder: ours as
+``ours-r<round>-c<connections>-<endpoint>.txt``, the Auth.js peer's as
+``peer-r<round>-c<connections>/w2-<endpoint>.txt``. Rounds are averaged; ratios are ours
+over the peer's, from runs made at the same level, alternating, on the same machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_PATH_PREFIX_RE = re.compile(r"\s*\((?:/[^)]*site-packages/|/[^)]*/main/)?")
+_UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0}
+_FILE_RE = re.compile(r"^ours-r(\d+)-c(\d+)-(.+)\.txt$")
+_SOCKET_ERRORS_RE = re.compile(
+    r"^Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)"
+)
+
+#: Our endpoint, what it does, and the peer's endpoint it is compared with (if any).
+ENDPOINTS: dict[str, tuple[str, str | None]] = {
+    "session": ("GET /auth/session, signed in (one token, as the peer)", "session"),
+    "session-rotating": ("GET /auth/session, signed in (100,000 tokens in turn)", "session"),
+    "session-signed-out": ("GET /auth/session, no cookie", None),
+    "session-expired": ("GET /auth/session, expired token (row deleted)", None),
+    "csrf": ("GET /auth/csrf", "csrf"),
+    "providers": ("GET /auth/providers", "providers"),
+    "account": ("GET /account (login_required, current_user)", None),
+    "signin-email": ("POST /auth/signin/email (SMTP delivery)", None),
+}
+
+
+@dataclass
+class WrkResult:
+    """The figures of one wrk run."""
+
+    rps: float = float("nan")
+    requests: int = 0
+    latency_ms: dict[str, float] = field(default_factory=dict)
+    max_ms: float = float("nan")
+    socket_errors: int = 0
+    non_2xx: int = 0
+    good: int = 0
+    bad: int = 0
+    sql_requests: int = 0
+    sql_statements: int = 0
+    sql_writes: int = 0
+
+    def p(self, percentile: str) -> float:
+        """The latency percentile ("50", "75", "90" or "99") in ms, NaN if missing."""
+        return self.latency_ms.get(percentile, float("nan"))
+
+    def cells(self) -> str:
+        """Table cells: req/s, p50, p99, errors."""
+        return f"{fmt(self.rps)} | {fmt(self.p('50'), 1)} | {fmt(self.p('99'), 1)} | {self.errors}"
+
+    @property
+    def errors(self) -> int:
+        """Failed requests: socket errors, non-2xx answers and bodies that failed the check."""
+        return self.socket_errors + max(self.non_2xx, self.bad)
+
+
+def to_ms(text: str) -> float:
+    """Convert a wrk duration such as ``1.52ms``, ``830.00us`` or ``1.01s`` to milliseconds."""
+    match = re.fullmatch(r"([\d.]+)(us|ms|s|m)", text.strip())
+    if match is None:
+        return float("nan")
+    return float(match[1]) * _UNITS_MS[match[2]]
+
+
+def parse_wrk(text: str) -> WrkResult:
+    """Parse wrk's ``--latency`` output plus the lines ``bench/lua/auth.lua`` prints."""
+    result = WrkResult()
+    for line in text.splitlines():
+        line = line.strip()
+        if m := re.match(r"^(50|75|90|99)%\s+(\S+)$", line):
+            result.latency_ms[m[1]] = to_ms(m[2])
+        elif m := re.match(r"^Latency\s+\S+\s+\S+\s+(\S+)", line):
+            result.max_ms = to_ms(m[1])
+        elif m := re.match(r"^(\d+) requests in", line):
+            result.requests = int(m[1])
+        elif m := re.match(r"^Requests/sec:\s+([\d.]+)", line):
+            result.rps = float(m[1])
+        elif m := _SOCKET_ERRORS_RE.match(line):
+            result.socket_errors = sum(int(x) for x in m.groups())
+        elif m := re.match(r"^Non-2xx or 3xx responses: (\d+)", line):
+            result.non_2xx = int(m[1])
+        elif m := re.match(r"^body-check: good=(\d+) bad=(\d+)", line):
+            result.good, result.bad = int(m[1]), int(m[2])
+        elif m := re.match(r"^sql: requests=(\d+) statements=(\d+) writes=(\d+)", line):
+            result.sql_requests, result.sql_statements, result.sql_writes = map(int, m.groups())
+    return result
+
+
+def load(path: Path) -> WrkResult | None:
+    return parse_wrk(path.read_text()) if path.is_file() else None
+
+
+def mean(values: list[float]) -> float:
+    values = [v for v in values if v == v]  # drop NaN
+    return statistics.fmean(values) if values else float("nan")
+
+
+def fmt(value: float, digits: int = 0) -> str:
+    return "–" if value != value else f"{value:,.{digits}f}"
+
+
+@dataclass
+class Row:
+    """One endpoint at one level, averaged over rounds, with the peer's figures."""
+
+    endpoint: str
+    level: int
+    ours: list[WrkResult]
+    peer: list[WrkResult]
+
+    def rps(self, side: list[WrkResult]) -> float:
+        return mean([r.rps for r in side])
+
+    def pct(self, side: list[WrkResult], p: str) -> float:
+        return mean([r.p(p) for r in side])
+
+    @property
+    def ratio(self) -> float:
+        peer = self.rps(self.peer)
+        return self.rps(self.ours) / peer if peer == peer and peer else float("nan")
+
+    @property
+    def round_ratios(self) -> list[float]:
+        return [o.rps / p.rps for o, p in zip(self.ours, self.peer, strict=False) if p.rps]
+
+
+def collect(folder: Path) -> list[Row]:
+    """Group our and the peer's runs by endpoint and level."""
+    found: dict[tuple[str, int], dict[int, WrkResult]] = {}
+    for path in sorted(folder.glob("ours-r*-c*-*.txt")):
+        m = _FILE_RE.match(path.name)
+        if m:
+            found.setdefault((m[3], int(m[2])), {})[int(m[1])] = parse_wrk(path.read_text())
+    rows = []
+    order = list(ENDPOINTS)
+    def position(key: tuple[str, int]) -> tuple[int, int]:
+        return (order.index(key[0]) if key[0] in order else len(order), key[1])
+
+    for (endpoint, level), by_round in sorted(found.items(), key=lambda kv: position(kv[0])):
+        peer_name = ENDPOINTS.get(endpoint, ("", None))[1]
+        peer = []
+        for rnd in sorted(by_round):
+            if peer_name and (p := load(folder / f"peer-r{rnd}-c{level}" / f"w2-{peer_name}.txt")):
+                peer.append(p)
+        rows.append(Row(endpoint, level, [by_round[r] for r in sorted(by_round)], peer))
+    return rows
+
+
+def peer_only_rows(folder: Path, levels: list[int]) -> list[Row]:
+    """The peer's session-browser variant, shown for reference (we have no such variant)."""
+    rows = []
+    for level in levels:
+        runs = [p for d in sorted(folder.glob(f"peer-r*-c{level}"))
+                if (p := load(d / "w2-session-browser.txt"))]
+        if runs:
+            rows.append(Row("peer session-browser", level, [], runs))
+    return rows
+
+
+def main_table(rows: list[Row], extra: list[Row]) -> list[str]:
+    lines = [
+        "| endpoint | conns | req/s | p50 ms | p90 ms | p99 ms | errors | peer req/s "
+        "| peer p99 ms | ratio req/s | per-round ratios |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for row in rows + extra:
+        title = ENDPOINTS.get(row.endpoint, (row.endpoint, None))[0]
+        errors = sum(r.errors for r in row.ours) if row.ours else float("nan")
+        lines.append(
+            f"| {title} | {row.level} | {fmt(row.rps(row.ours))} "
+            f"| {fmt(row.pct(row.ours, '50'), 1)} "
+            f"| {fmt(row.pct(row.ours, '90'), 1)} | {fmt(row.pct(row.ours, '99'), 1)} "
+            f"| {fmt(errors)} | {fmt(row.rps(row.peer))} | {fmt(row.pct(row.peer, '99'), 1)} "
+            f"| {fmt(row.ratio, 2)} | {' '.join(f'{x:.2f}' for x in row.round_ratios) or '–'} |"
+        )
+    return lines
+
+
+def sql_table(folder: Path) -> tuple[list[str], dict[str, tuple[float, float]]]:
+    lines = ["| endpoint | requests counted | SQL statements / request | writes / request |",
+             "|---|---:|---:|---:|"]
+    per: dict[str, tuple[float, float]] = {}
+    for endpoint, (title, _) in ENDPOINTS.items():
+        result = load(folder / f"sql-{endpoint}.txt")
+        if result is None or not result.sql_requests:
+            continue
+        n = result.sql_requests
+        per[endpoint] = (result.sql_statements / n, result.sql_writes / n)
+        lines.append(f"| {title} | {n:,} | {per[endpoint][0]:.3f} | {per[endpoint][1]:.3f} |")
+    return lines, per
+
+
+def rss_mb(folder: Path) -> dict[str, list[float]]:
+    """Resident memory of each worker (MB) per recorded moment."""
+    out = {}
+    for path in sorted(folder.glob("rss-*.txt")):
+        values = [int(line.split()[1]) / 1024 for line in path.read_text().splitlines()
+                  if len(line.split()) == 2]
+        out[path.stem.removeprefix("rss-")] = values
+    return out
+
+
+def profile_top(path: Path, count: int = 15) -> tuple[list[str], list[str], int]:
+    """Self and inclusive time of the top frames of a py-spy raw (collapsed) profile."""
+    self_time: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not n.isdigit():
+            continue
+        samples = int(n)
+        total += samples
+        # Shorten "(/…/site-packages/flask/app.py:1536)" to "(flask/app.py:1536)".
+        frames = [_PATH_PREFIX_RE.sub(" (", f) for f in stack.split(";")]
+        self_time[frames[-1]] += samples
+        for frame in set(frames):
+            inclusive[frame] += samples
+    def table(counter: Counter[str], skip: tuple[str, ...] = ()) -> list[str]:
+        rows = ["| share | frame |", "|---:|---|"]
+        for frame, n in counter.most_common():
+            if any(s in frame for s in skip):
+                continue
+            rows.append(f"| {100 * n / total:.1f}% | `{frame}` |")
+            if len(rows) - 2 >= count:
+                break
+        return rows
+    plumbing = ("threading.py", "concurrent/futures", "<module>", "arbiter.py", "app/base.py",
+                "wsgiapp.py", "workers/base.py", "gthread.py:280", "gthread.py:425")
+    return table(self_time), table(inclusive, plumbing), total
+
+
+def cleanup_section(folder: Path) -> tuple[list[str], dict[str, float]]:
+    before = load(folder / "cleanup-before.txt")
+    after = load(folder / "cleanup-after.txt")
+    slices = [parse_wrk(p.read_text()) for p in sorted(folder.glob("cleanup-during-*.txt"))]
+    log = (folder / "cleanup.log").read_text() if (folder / "cleanup.log").is_file() else ""
+    facts = {}
+    deleted = re.search(r"deleted (\d+) expired session", log)
+    seconds = re.search(r"cleanup seconds: ([\d.]+)", log)
+    lines = []
+    if deleted:
+        facts["deleted"] = float(deleted[1])
+        lines.append(f"- `flask auth cleanup` deleted {int(deleted[1]):,} expired sessions "
+                     f"in {seconds[1] if seconds else '?'} s (batches of 5,000, one short "
+                     "transaction each).")
+    p99s = [s.p("99") for s in slices]
+    if before and slices:
+        facts["p99_before"] = before.p("99")
+        facts["p99_during_max"] = max(p99s)
+        facts["p99_during_median"] = statistics.median(p99s)
+        facts["errors_during"] = sum(s.errors for s in slices)
+        lines += [
+            "",
+            "| GET /auth/session, 32 connections | req/s | p50 ms | p99 ms | errors |",
+            "|---|---:|---:|---:|---:|",
+            f"| before the cleanup | {before.cells()} |",
+        ]
+        lines += [f"| during, 2 s slice {i} | {s.cells()} |" for i, s in enumerate(slices, 1)]
+        if after:
+            lines.append(f"| after | {after.cells()} |")
+    return lines, facts
+
+
+def build(folder: Path) -> tuple[str, str]:
+    """Return (the short table printed to the terminal, the whole RESULTS.md text)."""
+    meta = (folder / "meta.txt").read_text().strip() if (folder / "meta.txt").is_file() else ""
+    rows = collect(folder)
+    levels = sorted({r.level for r in rows if r.endpoint == "session"})
+    table = main_table(rows, peer_only_rows(folder, levels))
+    sql_lines, sql = sql_table(folder)
+    rss = rss_mb(folder)
+    all_rss = [v for values in rss.values() for v in values]
+    md = ["# Benchmark results", "",
+          "Generated by `bench/run` (python -m bench.report); do not edit by hand.", "",
+          "## Machine, versions, settings", "", "```", meta, "```", "",
+          "The machine has 2 cores shared with other engineers' test runs, wrk, PostgreSQL and "
+          "the peer: absolute figures are noisy (see the load averages above and per run in the "
+          "raw files). Compare the ratios, taken from runs made back to back on the same machine, "
+          "alternating ours and the peer's per level and round.", "",
+          "## Ours against the Auth.js peer (its 2-worker node:cluster)", "",
+          "req/s and latencies are means over rounds; errors are socket errors, non-2xx answers "
+          "or bodies failing the check (summed over rounds). Every response body was checked.",
+          "", *table, ""]
+    md += ["## SQL per request", "",
+           "Counted by the server (`SQL_COUNT_HEADERS=true` adds `X-SQL-Statements` and "
+           "`X-SQL-Writes`; bench/lua/auth.lua sums them), 8 connections, 2 s per endpoint.", "",
+           *sql_lines, ""]
+    md += ["## Memory", "",
+           "Resident set size of each gunicorn worker after each stretch of runs (MB): "
+           + "; ".join(f"{k}: {', '.join(f'{v:.0f}' for v in vs)}" for k, vs in rss.items()), ""]
+    flow_path = folder / "flow.json"
+    if flow_path.is_file():
+        flow = json.loads(flow_path.read_text())
+        md += ["## E-mail sign-in, the whole flow", "",
+               "bench/flow.py: csrf, POST signin/email, the link from the SMTP sink, GET on the "
+               "link (confirmation page), POST to confirm, GET session naming the address.", "",
+               f"- complete flows: {flow['flows']} ({flow['flows_per_s']:.1f} per second), "
+               f"p50 {flow['p50_ms']:.0f} ms, p90 {flow['p90_ms']:.0f} ms, p99 "
+               f"{flow['p99_ms']:.0f} ms per flow; failures: {flow['failures'] or 'none'}", ""]
+    small, big = load(folder / "big-lookup-small.txt"), load(folder / "big-lookup-1m.txt")
+    big_facts: dict[str, float] = {}
+    if small and big:
+        rows_text = (folder / "big-rows.txt").read_text().strip()
+        big_facts = {"ratio": big.rps / small.rps if small.rps else float("nan")}
+        md += ["## Lookup speed at 1,000,000 sessions", "",
+               "| sessions table | req/s | p50 ms | p99 ms | errors |",
+               "|---|---:|---:|---:|---:|",
+               f"| 120,000 rows (the seed) | {small.cells()} |",
+               f"| {int(rows_text):,} rows | {big.cells()} |", ""]
+        for name in ("explain-small.txt", "explain-1m.txt"):
+            if (folder / name).is_file():
+                md += [f"`EXPLAIN ANALYZE` of the lookup ({name}):", "", "```",
+                       (folder / name).read_text().strip(), "```", ""]
+    cleanup_lines, cleanup = cleanup_section(folder)
+    if cleanup_lines:
+        md += ["## Cleanup of 1,000,000 expired rows under load", "", *cleanup_lines, ""]
+
+    md += ["## Targets", ""] + targets(rows, sql, all_rss, big_facts, cleanup) + [""]
+    if (folder / "profile.raw").is_file():
+        self_rows, incl_rows, total = profile_top(folder / "profile.raw")
+        md += ["## Profile: one worker under GET /auth/session", "",
+               f"py-spy, `--gil` (samples only while a thread holds the GIL, i.e. Python CPU "
+               f"time), 250 Hz for 9 s at 32 connections: {total:,} samples.", "",
+               "Self time (the frame itself):", "", *self_rows, "",
+               "Inclusive time (the frame and what it calls):", "", *incl_rows, ""]
+    terminal = "\n".join([meta, "", *table, "", *sql_lines, "",
+                          *targets(rows, sql, all_rss, big_facts, cleanup)])
+    return terminal, "\n".join(md)
+
+
+def targets(
+    rows: list[Row], sql: dict[str, tuple[float, float]], rss: list[float],
+    big: dict[str, float], cleanup: dict[str, float],
+) -> list[str]:
+    """The issue's targets, each as measured in this run."""
+    out = []
+    for row in rows:
+        if row.endpoint in ("session", "session-rotating") and row.peer:
+            ours_p99, peer_p99 = row.pct(row.ours, "99"), row.pct(row.peer, "99")
+            holds = row.ratio >= 1.5 and ours_p99 < peer_p99
+            out.append(f"- {'HOLDS' if holds else 'MISSED'}: {row.endpoint} at {row.level} "
+                       f"connections: {row.ratio:.2f}x the peer's req/s (target 1.5x), p99 "
+                       f"{ours_p99:.1f} ms vs the peer's {peer_p99:.1f} ms")
+    if "session" in sql:
+        statements, writes = sql["session"]
+        holds = abs(statements - 1) < 1e-9 and writes == 0
+        out.append(f"- {'HOLDS' if holds else 'MISSED'}: {statements:.3f} SQL statements and "
+                   f"{writes:.3f} writes per signed-in session read (target 1 and 0)")
+    if big:
+        out.append(f"- {'HOLDS' if big['ratio'] >= 0.85 else 'MISSED'}: lookups at 1,000,000 "
+                   f"rows run at {big['ratio']:.2f}x the req/s of the small table (index scan in "
+                   "both plans; within noise counts as unchanged)")
+    if "p99_during_max" in cleanup:
+        stalled = cleanup["errors_during"] > 0 or cleanup["p99_during_max"] > 1000
+        out.append(f"- {'MISSED' if stalled else 'HOLDS'}: during the cleanup GET /auth/session "
+                   f"p99 was {cleanup['p99_during_median']:.1f} ms (median of 2 s slices; worst "
+                   f"{cleanup['p99_during_max']:.1f} ms) against {cleanup['p99_before']:.1f} ms "
+                   f"before, {int(cleanup['errors_during'])} errors: no stall")
+    if rss:
+        out.append(f"- {'HOLDS' if max(rss) < 100 else 'MISSED'}: largest worker RSS "
+                   f"{max(rss):.0f} MB (target < 100 MB)")
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__)
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--results", type=Path, default=Path("bench/RESULTS.md"))
+    args = parser.parse_args(argv)
+    terminal, markdown = build(args.folder)
+    args.results.write_text(markdown + "\n")
+    print(terminal)
+
+
+if __name__ == "__main__":
+    main()
