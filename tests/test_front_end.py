@@ -112,6 +112,7 @@ def test_chooser_data_block(client):
         r'<script type="application/json" id="chooser-data">(.*?)</script>', html, re.S)
     data = json.loads(block)
     assert data["authBase"] == "/auth"
+    assert data["order"] == list(client.application.extensions["webapp.providers"])
     assert data["callbackUrl"] == "/account"
     assert data["email"] == "ann@example.com"
     assert data["error"]["code"] == "EmailSignin"

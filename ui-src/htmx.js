@@ -15,13 +15,14 @@ Object.assign(htmx.config, {
 
 // After a swap, move focus to the new content's heading so keyboard and screen reader users
 // land on what changed instead of on a button that no longer exists.
+// An element marked data-focus-after-swap (an action's outcome message) wins over the heading.
+// The event fires on the new content itself (detail.target is the replaced element).
 document.addEventListener("htmx:afterSwap", (event) => {
-  const target = event.detail.target;
-  const scope = target.isConnected ? target : document.getElementById(target.id);
-  const heading = scope?.querySelector("[data-focus-after-swap], h1, h2");
-  if (!heading) return;
-  if (!heading.hasAttribute("tabindex")) heading.setAttribute("tabindex", "-1");
-  heading.focus();
+  const scope = event.target;
+  const into = scope.querySelector("[data-focus-after-swap]") ?? scope.querySelector("h1, h2");
+  if (!into) return;
+  if (!into.hasAttribute("tabindex")) into.setAttribute("tabindex", "-1");
+  into.focus();
 });
 
 window.htmx = htmx;

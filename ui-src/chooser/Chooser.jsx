@@ -159,7 +159,7 @@ function SubmitButton({ provider, pendingId, isLast, busyText }) {
 }
 
 function EmailForm({ provider, page, hidden, pendingId, isLast, start, submitInPlace, onFailure }) {
-  const [email, setEmail] = useState(page.email ?? "");
+  const [email, setEmail] = useState(() => page.typed?.[`email-${provider.id}`] ?? page.email ?? "");
   const [problem, setProblem] = useState(null);
   const [touched, setTouched] = useState(false);
   const inputId = `email-${provider.id}`;
@@ -233,7 +233,7 @@ function CredentialsForm({ provider, page, hidden, pendingId, isLast, start }) {
             name={f.name}
             type={f.type}
             required
-            defaultValue={f.type === "email" ? page.email ?? "" : undefined}
+            defaultValue={page.typed?.[`${provider.id}-${f.name}`] ?? (f.type === "email" ? page.email ?? "" : undefined)}
             autoComplete={f.type === "email" ? "username" : f.type === "password" ? "current-password" : undefined}
           />
         </div>

@@ -130,3 +130,11 @@ test("the ?error= message is shown in an alert region", async () => {
   assert.match(alert.textContent, /Could not reach/);
   assert.match(alert.textContent, /Try again\./);
 });
+
+test("what was typed into the server's forms before mounting is kept", () => {
+  const typed = { "email-email": "ann@example.com", "demo-email": "bob@example.com", "demo-password": "demo" };
+  renderChooser({ page: { ...page, email: "prefill@example.com", typed } });
+  assert.equal(screen.getByLabelText("E-mail address").value, "ann@example.com");
+  assert.equal(screen.getByLabelText("E-mail").value, "bob@example.com");
+  assert.equal(screen.getByLabelText("Password").value, "demo");
+});

@@ -140,7 +140,8 @@ def account_overview(*, user_id: int, session: AuthSession) -> Overview:
                 provider=s.provider,
                 current=s.id == session.id,
             )
-            for s in rows
+            # This browser's session first, then the most recently active.
+            for s in sorted(rows, key=lambda s: s.id != session.id)
         ],
         recently_signed_in=is_recent_signin(session),
         reauth_minutes=_reauth_minutes(),

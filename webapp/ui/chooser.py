@@ -27,6 +27,7 @@ def chooser_data(
         text = message_for(error_code)
         error = {"code": error_code, "title": text.title, "message": text.message,
                  "action": text.action}
+    providers = list(providers)
     logos: dict[str, str] = {}
     credentials: dict[str, dict[str, Any]] = {}
     for p in providers:
@@ -39,6 +40,8 @@ def chooser_data(
                 "demo": bool(getattr(p, "demo", False)),
             }
     return {
+        # The page's order: ``GET providers`` is a JSON object, whose keys come back sorted.
+        "order": [p.id for p in providers],
         # A path, not an absolute URL: the island fetches same-origin (connect-src 'self').
         "authBase": auth_base,
         "callbackUrl": callback_url,

@@ -1,0 +1,71 @@
+"""Every page, light and dark, phone and desktop: screenshots and an axe-core scan.
+
+Screenshots go to test-artifacts/screenshots/<page>-<light|dark>-<width>.png. They are
+taken once, on SQLite: the pages look the same on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from .conftest import SCREENSHOTS, axe_violations, demo_signin
+
+pytestmark = pytest.mark.browser
+LINK_RE = re.compile(r"https?://\S+/callback/email\S*")
+
+#: name -> (path, signed in?)
+PAGES = {
+    "signin": ("/auth/signin", False),
+    "signin-error": ("/auth/signin?error=OAuthAccountNotLinked", False),
+    "verify-request": ("/auth/verify-request?provider=email&type=email", False),
+    "email-confirm": (None, False),  # the link from a real message, filled in below
+    "error": ("/auth/error?error=Verification", False),
+    "home": ("/", True),
+    "account": ("/account", True),
+    "signout": ("/auth/signout", True),
+}
+
+
+def _email_link(page, live_server, address: str) -> str:
+    page.goto("/auth/signin")
+    page.get_by_label("E-mail address").fill(address)
+    page.get_by_label("E-mail address").press("Enter")
+    expect(page.get_by_role("heading", name="Check your email")).to_be_visible()
+    message = live_server.inbox.last_to(address)
+    return LINK_RE.search(message.get_body(preferencelist=("plain",)).get_content())[0]
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("width", [375, 1280])
+def test_pages_screenshots_and_accessibility(new_page, live_server, database_url, scheme,
+                                            width):
+    if not database_url.startswith("sqlite"):
+        pytest.skip("screenshots and the scan run once, on SQLite")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    visitor = new_page(color_scheme=scheme, viewport={"width": width, "height": 900})
+    member = new_page(color_scheme=scheme, viewport={"width": width, "height": 900})
+    demo_signin(member, f"kim-{scheme}-{width}@example.com")
+    # A second session, so the sessions table has another device to show.
+    demo_signin(new_page(), f"kim-{scheme}-{width}@example.com")
+    paths = dict(PAGES)
+    paths["email-confirm"] = (_email_link(visitor, live_server, f"lu-{scheme}-{width}@example.com"),
+                              False)
+
+    found = {}
+    for name, (path, signed_in) in paths.items():
+        page = member if signed_in else visitor
+        page.goto(path)
+        page.wait_for_load_state("networkidle")
+        if name.startswith("signin"):
+            expect(page.locator("[data-island=chooser]")).to_be_visible()
+        # Nothing may stick out sideways, down to a 320-375 px phone.
+        overflow = page.evaluate("document.documentElement.scrollWidth - innerWidth")
+        assert overflow <= 0, f"{name} scrolls sideways by {overflow}px at {width}px"
+        page.screenshot(path=SCREENSHOTS / f"{name}-{scheme}-{width}.png", full_page=True)
+        violations = axe_violations(page)
+        if violations:
+            found[name] = violations
+    assert found == {}
