@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 from flask import (
     Blueprint,
@@ -21,6 +22,7 @@ from flask import (
     request,
     url_for,
 )
+from flask.typing import ResponseReturnValue
 from flask_login import current_user, login_required
 
 from ..auth.sessions import AuthSession, current_session
@@ -60,18 +62,17 @@ def _is_htmx() -> bool:
 def overview() -> str:
     view = flows.account_overview(user_id=current_user.id, session=_session())
     # After a plain-form action, its message was flashed with the section it belongs to.
-    notices = {
-        section: {"text": text, "category": category}
-        for kind, text in get_flashed_messages(with_categories=True)
-        for category, _, section in [kind.partition(" ")]
-        if section
-    }
+    notices = {}
+    for kind, text in cast(list[tuple[str, str]], get_flashed_messages(with_categories=True)):
+        category, _, section = kind.partition(" ")
+        if section:
+            notices[section] = {"text": text, "category": category}
     return render_template("account/index.html", view=view, notices=notices)
 
 
 @bp.post("/account/accounts/<int:account_id>/unlink")
 @login_required
-def unlink(account_id: int) -> Response | str:
+def unlink(account_id: int) -> ResponseReturnValue:
     def action() -> Done:
         removed = flows.unlink_account(user_id=current_user.id, account_id=account_id)
         return Done(f"{removed.provider_name} was removed from your sign-in methods.")
@@ -81,7 +82,7 @@ def unlink(account_id: int) -> Response | str:
 
 @bp.post("/account/sessions/<int:session_id>/end")
 @login_required
-def end_session(session_id: int) -> Response | str:
+def end_session(session_id: int) -> ResponseReturnValue:
     def action() -> Done:
         own = flows.end_session(user_id=current_user.id, session_id=session_id, current=_session())
         return Done("You are signed out." if own else "That session was signed out.", own)
@@ -91,7 +92,7 @@ def end_session(session_id: int) -> Response | str:
 
 @bp.post("/account/sessions/end-others")
 @login_required
-def end_others() -> Response | str:
+def end_others() -> ResponseReturnValue:
     def action() -> Done:
         count = flows.end_other_sessions(user_id=current_user.id, current=_session())
         return Done(f"Signed out {count} other session{'' if count == 1 else 's'}.")
@@ -101,7 +102,7 @@ def end_others() -> Response | str:
 
 @bp.post("/account/delete")
 @login_required
-def delete() -> Response | str:
+def delete() -> ResponseReturnValue:
     def action() -> Done:
         confirmation = request.form.get("confirm", "")
         flows.delete_account(user_id=current_user.id, current=_session(), confirmation=confirmation)
@@ -110,7 +111,7 @@ def delete() -> Response | str:
     return _respond("delete", action)
 
 
-def _respond(section: str, action: Callable[[], Done]) -> Response | str:
+def _respond(section: str, action: Callable[[], Done]) -> ResponseReturnValue:
     """Run ``action``, commit, and answer: the section (htmx) or a redirect (plain form)."""
     try:
         done = action()
@@ -128,7 +129,7 @@ def _respond(section: str, action: Callable[[], Done]) -> Response | str:
     return _answer(section, done.message, "success")
 
 
-def _answer(section: str, message: str, category: str) -> Response | str:
+def _answer(section: str, message: str, category: str) -> ResponseReturnValue:
     if not _is_htmx():
         flash(message, f"{category} {section}")
         return redirect(url_for("account.overview", _anchor=section), code=303)
