@@ -148,3 +148,16 @@ def test_main_flows_without_javascript(new_page, live_server):
     page.get_by_role("button", name="Sign in with Email").click()
     page.wait_for_url("**/auth/verify-request*")
     expect(page.get_by_role("heading", name="Check your email")).to_be_visible()
+
+
+def test_link_another_provider_through_the_openid_provider(new_page, live_server):
+    page = new_page()
+    # The OP's account "alice" (Hooli's login_hint) has this verified address.
+    demo_signin(page, "alice@example.com")
+    page.goto("/account")
+    accounts = page.locator("#accounts")
+    accounts.get_by_role("button", name="Link Hooli").click()
+    page.wait_for_url(f"{live_server.url}/account")
+    linked = accounts.get_by_role("list", name="Linked sign-in methods")
+    expect(linked.get_by_role("button", name="Remove Hooli")).to_be_visible()
+    expect(accounts.get_by_role("button", name="Link Hooli")).to_have_count(0)
