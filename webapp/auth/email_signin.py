@@ -22,7 +22,6 @@ import logging
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import Row, delete, insert, select, update
 
@@ -112,9 +111,7 @@ def start_email_signin(
         if isinstance(exc, DeliveryError):
             raise AuthError("EmailSignin", f"delivery failed: {exc}") from exc
         raise
-    cookies.set_cookie(
-        browser_cookie_name(), browser, expires=expires, path=conf.base_path or "/"
-    )
+    cookies.set_cookie(browser_cookie_name(), browser, expires=expires, path=_browser_cookie_path())
     return answer
 
 
@@ -217,7 +214,14 @@ def browser_cookie_name() -> str:
     return cookies.cookie_name(BROWSER_COOKIE)
 
 
-def _sign_in(provider_id: str, address: str, spent: Row[Any], callback_url: str | None) -> str:
+def _browser_cookie_path() -> str:
+    # Only the auth routes need the binding; the rest of the site never sees it.
+    return urls.settings().base_path or "/"
+
+
+def _sign_in(
+    provider_id: str, address: str, spent: Row[datetime, str | None], callback_url: str | None
+) -> str:
     """Sign ``address`` in once ``spent`` (expires, callback_url) was deleted in this transaction.
 
     The URL stored with the request wins over the one the link carries (both are safe).
@@ -235,7 +239,7 @@ def _sign_in(provider_id: str, address: str, spent: Row[Any], callback_url: str 
         allow_email_linking=True,
         create_error="EmailCreateAccount",
     )
-    cookies.clear_cookie(browser_cookie_name(), path=urls.settings().base_path or "/")
+    cookies.clear_cookie(browser_cookie_name(), path=_browser_cookie_path())
     return finish_signin(
         resolved, provider=provider_id, callback_url=spent.callback_url or callback_url
     )
