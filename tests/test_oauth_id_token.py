@@ -147,6 +147,12 @@ def test_discovery_issuer_mismatch_stops_before_the_redirect(fake: FakeIdP, app:
     assert fake.hits["/authorize"] == 0
 
 
+def test_discovered_http_endpoint_off_loopback_is_refused(fake: FakeIdP, app: Flask) -> None:
+    fake.discovery["token_endpoint"] = "http://idp.example.com/token"
+    assert error_of(Browser(app.test_client()).start("fake")) == "OAuthSignin"
+    assert fake.hits["/authorize"] == 0
+
+
 def test_discovery_is_retried_after_a_failure(fake: FakeIdP, app: Flask) -> None:
     fake.routes["/.well-known/openid-configuration"] = lambda r: (503, {}, {})
     assert error_of(Browser(app.test_client()).start("fake")) == "OAuthSignin"

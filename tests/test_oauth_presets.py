@@ -75,13 +75,17 @@ def test_preset_without_its_issuer_names_the_field(make_app: Callable[..., Flask
 # -- GitHub: the verified primary e-mail from /user/emails -------------------------------
 
 
-def github_fake(fake: FakeIdP, profile: dict[str, Any], emails: list[dict[str, Any]]) -> None:
+def github_fake(
+    fake: FakeIdP, profile: dict[str, Any], emails: list[dict[str, Any]] | None
+) -> None:
     fake.oidc = False
 
     def api(payload: Any) -> Callable[[FakeRequest], tuple[int, dict[str, str], Any]]:
         def answer(request: FakeRequest) -> tuple[int, dict[str, str], Any]:
             if not request.headers.get("Authorization", "").startswith("Bearer at-"):
                 return 401, {}, {"message": "Requires authentication"}
+            if payload is None:  # the person did not grant the user:email scope
+                return 404, {}, {"message": "Not Found"}
             return 200, {}, payload
         return answer
 
@@ -115,11 +119,12 @@ EMAILS = [
         ("public@example.com", EMAILS, ("octo@example.com", True)),
         ("public@example.com", EMAILS[2:], ("public@example.com", False)),
         (None, [{"email": "x@example.com", "primary": True, "verified": False}], (None, False)),
+        ("public@example.com", None, ("public@example.com", False)),
     ],
 )
 def test_github_email_quirk(
     fake: FakeIdP, make_oauth_app: Callable[..., Flask],
-    public_email: str | None, emails: list[dict[str, Any]], expected: tuple[Any, bool],
+    public_email: str | None, emails: list[dict[str, Any]] | None, expected: tuple[Any, bool],
 ) -> None:
     github_fake(fake, {"id": 583231, "login": "octocat", "name": None, "email": public_email,
                        "avatar_url": "https://avatars.example/u/583231"}, emails)

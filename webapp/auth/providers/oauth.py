@@ -12,74 +12,31 @@ import hmac
 import re
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import partial
-from pathlib import Path
 from typing import Any
 
 from authlib.common.urls import add_params_to_uri
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
 from flask import url_for
 
-from ...settings import ConfigError, Settings
+from ...settings import Settings
 from .. import oauth_checks, urls
 from ..accounts import resolve_user
-from ..client_auth import (
-    METHODS,
-    SECRET_METHODS,
-    ClientCredentials,
-    exchange_code,
-    load_private_key,
-)
+from ..client_auth import exchange_code
 from ..errors import AuthError
 from ..hooks import UserInfo
 from ..id_token import InvalidIDToken, validate
-from ..oidc_metadata import ProviderMetadata, ProviderUnavailable, get_json, url_allowed
+from ..oidc_metadata import ProviderMetadata, ProviderUnavailable, get_json
 from ..sessions import current_session
 from ..signin import finish_signin
 from . import Outcome, Provider, Redirect, register_kind
-from .presets import OIDC_PROFILE, PRESETS, Preset, apple_client_secret
+from .oauth_config import OAuthConfig, parse_config
 
 #: Parameters the flow sets itself; the same names on the POST URL are ignored.
 _RESERVED_PARAMS = frozenset({
     "response_type", "client_id", "redirect_uri", "state", "nonce", "code_challenge",
     "code_challenge_method", "response_mode", "callbackUrl", "csrfToken", "json",
 })
-_FIELDS = frozenset({
-    "id", "type", "name", "preset", "issuer", "authorization_endpoint", "token_endpoint",
-    "userinfo_endpoint", "client_id", "client_secret", "token_endpoint_auth_method",
-    "token_endpoint_auth_signing_alg", "client_private_key_file", "scope", "checks",
-    "authorization_params", "allow_dangerous_email_account_linking", "allow_insecure",
-    "response_mode", "profile", "logo",
-})
-_PROFILE_KEYS = frozenset({"sub", "email", "email_verified", "name", "image"})
-_CHECKS = frozenset({"state", "pkce", "nonce"})
-#: Apple's client secrets may live 6 months; ours are made per exchange and live 5 minutes.
-_APPLE_SECRET_LIFETIME = 300
-
-
-@dataclass(frozen=True)
-class OAuthConfig:
-    """One provider's validated configuration."""
-
-    id: str
-    name: str
-    type: str  # oidc | oauth
-    client: ClientCredentials
-    scope: str
-    checks: frozenset[str]
-    issuer: str | None = None
-    authorization_endpoint: str | None = None
-    token_endpoint: str | None = None
-    userinfo_endpoint: str | None = None
-    authorization_params: Mapping[str, str] = field(default_factory=dict)
-    response_mode: str | None = None
-    profile: Mapping[str, str | list[str]] = field(default_factory=lambda: OIDC_PROFILE)
-    allow_email_linking: bool = False
-    allow_insecure: bool = False
-    logo: str | None = None
-    preset: Preset | None = None
 
 
 class OAuthProvider(Provider):
@@ -195,7 +152,8 @@ class OAuthProvider(Provider):
             provider=self.id,
             callback_url=stored.callback_url,
             profile=profile,
-            provider_sid=sid if isinstance(sid, str) else None,
+            # Kept for provider-initiated logout; a sid that does not fit is not stored.
+            provider_sid=sid if isinstance(sid, str) and len(sid) <= 255 else None,
         ))
 
     def _check_state(self, state: str | None, stored: oauth_checks.Checks) -> None:
@@ -386,175 +344,9 @@ def _account_tokens(token: Mapping[str, Any]) -> dict[str, Any]:
     return tokens
 
 
-# -- configuration ---------------------------------------------------------------------
-
-
 def build(entry: Mapping[str, Any], conf: Settings) -> Provider:
     """Build a provider from its TOML table or ``AUTH_<PRESET>_*``; raise ConfigError."""
-    where = f"provider {entry['id']!r}"
-    preset: Preset | None = None
-    preset_id = entry.get("preset")
-    if preset_id is not None:
-        preset = PRESETS.get(str(preset_id))
-        if preset is None:
-            known = ", ".join(PRESETS)
-            raise ConfigError(f"{where}: unknown preset {preset_id!r} (known: {known})")
-    elif entry["type"] == "preset":
-        raise ConfigError(f"{where}: preset is required")
-    allowed = _FIELDS | set(preset.extra_fields if preset else ())
-    unknown = sorted(k for k in entry if k not in allowed and not k.startswith("_"))
-    if unknown:
-        raise ConfigError(f"{where}: unknown field {unknown[0]!r}")
-
-    def opt(name: str, default: Any = None) -> Any:
-        value = entry.get(name)
-        if value is None and preset is not None:
-            value = getattr(preset, name, None)
-        return default if value is None else value
-
-    def text(name: str, default: str | None = None) -> str | None:
-        value = opt(name, default)
-        if value is not None and (not isinstance(value, str) or not value.strip()):
-            raise ConfigError(f"{where}: {name} must be a non-empty string")
-        return value.strip() if isinstance(value, str) else None
-
-    kind = preset.type if entry["type"] == "preset" and preset else entry["type"]
-    if preset is not None and kind != preset.type:
-        raise ConfigError(f"{where}: type must be {preset.type!r} for preset {preset_id!r}")
-    allow_insecure = opt("allow_insecure", False)
-    if not isinstance(allow_insecure, bool):
-        raise ConfigError(f"{where}: allow_insecure must be true or false")
-
-    def url(name: str, *, required: bool) -> str | None:
-        value = text(name)
-        if value is None:
-            if required:
-                raise ConfigError(f"{where}: {name} is required for type {kind!r}")
-            return None
-        if not url_allowed(value, allow_insecure=allow_insecure):
-            raise ConfigError(
-                f"{where}: {name} must be an https:// URL (http:// only on loopback or with "
-                "allow_insecure = true)"
-            )
-        return value.rstrip("/") if name == "issuer" else value
-
-    issuer_default = None
-    if preset is not None and preset.tenant_issuer and entry.get("tenant_id"):
-        issuer_default = f"https://login.microsoftonline.com/{entry['tenant_id']}/v2.0"
-    if kind == "oidc":
-        if issuer_default and not entry.get("issuer"):
-            entry = {**entry, "issuer": issuer_default}
-        issuer = url("issuer", required=True)
-        endpoints = {n: url(n, required=False) for n in
-                     ("authorization_endpoint", "token_endpoint", "userinfo_endpoint")}
-    elif kind == "oauth":
-        issuer = None
-        endpoints = {n: url(n, required=True) for n in
-                     ("authorization_endpoint", "token_endpoint", "userinfo_endpoint")}
-    else:
-        raise ConfigError(f"{where}: type must be oidc or oauth")
-
-    checks_value = opt("checks", ["state", "pkce", "nonce"] if kind == "oidc" else
-                       ["state", "pkce"])
-    if not isinstance(checks_value, list) or not set(checks_value) <= _CHECKS:
-        raise ConfigError(f"{where}: checks must be a list drawn from state, pkce, nonce")
-    checks = frozenset(checks_value)
-    if not checks & {"state", "pkce"}:
-        # Without either, nothing ties the callback to the browser that started it.
-        raise ConfigError(f"{where}: checks must include state or pkce")
-    if "nonce" in checks and kind != "oidc":
-        raise ConfigError(f"{where}: the nonce check needs type oidc")
-
-    params = opt("authorization_params", {})
-    if not isinstance(params, Mapping) or not all(
-        isinstance(v, str | int | bool) for v in params.values()
-    ):
-        raise ConfigError(f"{where}: authorization_params must be a table of strings")
-    profile = opt("profile", OIDC_PROFILE if kind == "oidc" else
-                  {**OIDC_PROFILE, "sub": ["sub", "id"]})
-    if not isinstance(profile, Mapping) or not set(profile) <= _PROFILE_KEYS or \
-            "sub" not in profile:
-        raise ConfigError(
-            f"{where}: profile must map sub (and optionally email, email_verified, name, "
-            "image) to fields of the provider's profile"
-        )
-    response_mode = text("response_mode")
-    if response_mode not in (None, "query", "form_post"):
-        raise ConfigError(f"{where}: response_mode must be query or form_post")
-    linking = opt("allow_dangerous_email_account_linking", False)
-    if not isinstance(linking, bool):
-        raise ConfigError(f"{where}: allow_dangerous_email_account_linking must be true or false")
-    # Logos ship with the app (webapp/static/providers): the sign-in page loads nothing
-    # from a third party, which would tell it who is about to sign in.
-    logo = text("logo") or (f"providers/{preset_id}.svg" if preset else "providers/oidc.svg")
-
-    return OAuthProvider(
-        OAuthConfig(
-            id=entry["id"],
-            name=text("name", preset.name if preset else entry["id"]) or entry["id"],
-            type=kind,
-            client=_client(entry, preset, conf, where, text),
-            scope=text("scope", "openid email profile" if kind == "oidc" else "") or "",
-            checks=checks,
-            issuer=issuer,
-            authorization_params={k: str(v) for k, v in params.items()},
-            response_mode=response_mode,
-            profile=profile,
-            allow_email_linking=linking,
-            allow_insecure=allow_insecure,
-            logo=logo,
-            preset=preset,
-            **endpoints,
-        ),
-        conf,
-    )
-
-
-def _client(
-    entry: Mapping[str, Any], preset: Preset | None, conf: Settings, where: str, text: Any
-) -> ClientCredentials:
-    client_id = text("client_id")
-    if client_id is None:
-        raise ConfigError(f"{where}: client_id is required")
-    method = text("token_endpoint_auth_method", "client_secret_basic")
-    if method not in METHODS:
-        known = ", ".join(METHODS)
-        raise ConfigError(f"{where}: token_endpoint_auth_method must be one of {known}")
-    key_file = text("client_private_key_file")
-    key = None
-    if key_file is not None:
-        path = Path(entry.get("_config_dir", ".")) / key_file
-        key = load_private_key(path, where=f"{where}: client_private_key_file")
-
-    team_id, key_id = text("team_id"), text("key_id")
-    if preset is not None and preset.signed_client_secret and (team_id or key_id or key):
-        # Apple: sign a fresh client secret per exchange rather than a 6-month one by hand.
-        if team_id is None or key_id is None or key is None:
-            raise ConfigError(
-                f"{where}: team_id, key_id and client_private_key_file (the .p8 key) are "
-                "all required to sign the client secret"
-            )
-        return ClientCredentials(
-            client_id=client_id,
-            method=method,
-            secret_factory=partial(
-                apple_client_secret, team_id=team_id, key_id=key_id, client_id=client_id,
-                key=key, audience=text("issuer") or preset.issuer or "",
-                lifetime=_APPLE_SECRET_LIFETIME,
-            ),
-        )
-    secret = text("client_secret")
-    if method in SECRET_METHODS and secret is None:
-        raise ConfigError(f"{where}: client_secret (or client_secret_env) is required for {method}")
-    if method == "private_key_jwt" and key is None:
-        raise ConfigError(f"{where}: client_private_key_file is required for private_key_jwt")
-    return ClientCredentials(
-        client_id=client_id,
-        method=method,
-        secret=secret,
-        private_key=key,
-        signing_alg=text("token_endpoint_auth_signing_alg"),
-    )
+    return OAuthProvider(parse_config(entry), conf)
 
 
 for _kind in ("oidc", "oauth", "preset"):

@@ -17,6 +17,7 @@ from typing import Any
 from joserfc import jwt
 
 from ..client_auth import PrivateKey
+from ..oidc_metadata import ProviderUnavailable
 
 #: ``fetch(url)``: GET ``url`` with the access token; returns the JSON body.
 Fetch = Callable[[str], Any]
@@ -68,7 +69,11 @@ def github_emails(
     kept as unverified, so they can never link to another user's account.
     """
     base = (userinfo_endpoint or "https://api.github.com/user").rstrip("/")
-    emails = fetch(base + "/emails")
+    try:
+        emails = fetch(base + "/emails")
+    except ProviderUnavailable:
+        # Scope not granted (403/404) or GitHub hiccup: sign in without a verified address.
+        emails = []
     listed = [e for e in emails if isinstance(e, dict)] if isinstance(emails, list) else []
     verified = {str(e.get("email")).lower() for e in listed if e.get("verified") is True}
     current = profile.get("email")
@@ -88,7 +93,10 @@ def bitbucket_emails(
 ) -> dict[str, Any]:
     """Bitbucket's /2.0/user has no e-mail at all: take the primary confirmed one."""
     base = (userinfo_endpoint or "https://api.bitbucket.org/2.0/user").rstrip("/")
-    body = fetch(base + "/emails")
+    try:
+        body = fetch(base + "/emails")
+    except ProviderUnavailable:
+        body = {}  # the email scope was not granted: sign in without an address
     values = body.get("values", []) if isinstance(body, dict) else []
     primary = next(
         (
