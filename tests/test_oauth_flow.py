@@ -306,3 +306,24 @@ def test_provider_stalling_is_oauth_signin_within_the_timeout(
                              AUTH_HTTP_READ_TIMEOUT="0.5")
         response = Browser(app.test_client()).start("op-basic")
     assert error_of(response) == "OAuthSignin"
+
+
+def test_json_mode_returns_the_authorization_url_and_sets_the_cookies(
+    node_op: Any, make_oauth_app: Any
+) -> None:
+    app = make_oauth_app([node_op.provider_config("op-basic")])
+    browser = Browser(app.test_client())
+    response = browser.client.post(
+        "/auth/signin/op-basic?login_hint=alice", data={"csrfToken": browser.csrf(), "json": "true"}
+    )
+    assert response.status_code == 200
+    url = response.json["url"]
+    assert url.startswith(node_op.issuer + "/auth?")
+    assert error_of(browser.client.get(browser.authorize(url))) is None
+
+
+def test_signin_without_csrf_starts_nothing(node_op: Any, make_oauth_app: Any) -> None:
+    app = make_oauth_app([node_op.provider_config("op-basic")])
+    response = app.test_client().post("/auth/signin/op-basic", data={})
+    assert error_of(response) == "MissingCSRF"
+    assert not [c for c in response.headers.getlist("Set-Cookie") if "auth.state" in c]
