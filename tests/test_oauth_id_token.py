@@ -196,15 +196,9 @@ def test_stalling_token_endpoint_is_oauth_callback(
 
 
 def test_concurrent_first_sign_ins_create_one_user(
-    fake: FakeIdP, app: Flask, request: pytest.FixtureRequest
+    fake: FakeIdP, app: Flask
 ) -> None:
     """Two callbacks for one new identity at once: one user and one account, both signed in."""
-    with app.app_context():
-        if db.engine.dialect.name == "sqlite":
-            request.applymarker(pytest.mark.xfail(reason=(
-                "SQLite: two deferred BEGINs that read then write cannot both upgrade their "
-                "lock; the second gets 'database is locked' at once (webapp/database.py)"
-            )))
     browsers = [Browser(app.test_client()) for _ in range(2)]
     callbacks = [b.authorize(b.start("fake").headers["Location"]) for b in browsers]
     both_at_userinfo = threading.Barrier(2)

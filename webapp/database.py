@@ -62,4 +62,7 @@ def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
 
 def _sqlite_begin(conn: Any) -> None:
     if conn.get_execution_options().get("isolation_level") != "AUTOCOMMIT":
-        conn.exec_driver_sql("BEGIN")
+        # IMMEDIATE takes the write lock up front: a second writer waits (busy timeout)
+        # instead of failing at once when two read-then-write transactions would deadlock.
+        # Readers are not blocked (WAL), and the session hot path runs outside BEGIN.
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
