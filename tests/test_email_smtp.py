@@ -178,3 +178,13 @@ def test_a_bad_email_server_stops_start_up_without_showing_the_password(
     with pytest.raises(ConfigError, match=re.escape(complaint)) as caught:
         make_app(EMAIL_SERVER=server)
     assert "hunter2" not in str(caught.value)
+
+
+def test_an_international_address_is_delivered_with_smtputf8(email_app, mailbox):
+    app = email_app()
+    actions = EmailActions(app.test_client())
+    actions.request_link("JÖRG@Bücher.de")
+    assert mailbox.envelopes == [("no-reply@localhost", ["jörg@bücher.de"])]
+    assert mailbox.last()["To"] == "jörg@bücher.de"
+    assert actions.confirm(link_of(mailbox.last())).status_code == 302
+    assert actions.session_email() == "jörg@bücher.de"
