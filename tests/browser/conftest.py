@@ -24,7 +24,7 @@ from werkzeug.serving import make_server
 
 from webapp import create_app
 
-from ..conftest import base_config
+from ..conftest import _empty_tables, base_config
 from ..oauth_support import NodeOP, free_port
 
 CHROMIUM = "/usr/bin/chromium"
@@ -155,6 +155,15 @@ def live_server(
                 db.engine.dispose()
     finally:
         op.stop()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_database(live_server: LiveServer) -> Iterator[None]:
+    """Empty the live server's tables after each test: users must not leak between tests
+    (an OIDC sign-in is refused when another test left a user with the same e-mail)."""
+    yield
+    with live_server.app.app_context():
+        _empty_tables()
 
 
 @pytest.fixture(scope="session")
