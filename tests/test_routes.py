@@ -148,3 +148,12 @@ def test_custom_base_path(make_app):
     assert client.get("/auth/session").status_code == 404
     providers = client.get("/api/auth/providers").json
     assert providers["demo"]["signinUrl"] == "http://localhost/api/auth/signin/demo"
+
+
+def test_providers_keep_the_configured_order(make_app, tmp_path):
+    config = tmp_path / "auth.toml"
+    config.write_text(
+        "".join(f'[[providers]]\nid = "{pid}"\ntype = "credentials"\n' for pid in "zyx")
+    )
+    client = make_app(AUTH_CONFIG=str(config)).test_client()
+    assert list(client.get("/auth/providers").json) == ["z", "y", "x"]

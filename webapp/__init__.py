@@ -14,7 +14,7 @@ from werkzeug.wrappers import Response
 from . import database, errors, observability, sqlcount
 from .auth.cookies import CSRF_COOKIE, apply_cookies, cookie_name
 from .auth.hooks import AuthHooks
-from .extensions import csrf, db, login_manager, migrate
+from .extensions import csrf, db, login_manager
 from .settings import Settings, load_settings
 
 log = logging.getLogger(__name__)
@@ -28,12 +28,15 @@ def create_app(
     *,
     environ: Mapping[str, str] | None = None,
     hooks: AuthHooks | None = None,
+    migrations: bool = True,
 ) -> Flask:
     """Create the application.
 
     Settings come from ``environ`` (default: the process environment), the TOML file it
     names, then ``config`` (overrides, as setting names: ``{"AUTH_SECRET": …}``). A bad
-    setting raises ``settings.ConfigError`` naming it.
+    setting raises ``settings.ConfigError`` naming it. ``migrations=False`` leaves out
+    Flask-Migrate and the ``flask db`` commands: a WSGI server needs neither, and Alembic
+    would add about 9 MB to every worker (gunicorn.conf.py serves the app that way).
     """
     app = Flask(__name__, instance_relative_config=True)
     Path(app.instance_path).mkdir(parents=True, exist_ok=True)
@@ -41,13 +44,18 @@ def create_app(
     app.extensions["webapp.settings"] = conf
     app.extensions["webapp.hooks"] = hooks or AuthHooks()
     _configure_flask(app, conf)
+    # Keep the configured order (GET providers is keyed by provider id, in that order).
+    app.json.sort_keys = False  # type: ignore[attr-defined]
     app.config["TESTING"] = bool((config or {}).get("TESTING", False))
 
     observability.init_app(app)
     database.init_app(app)
     if conf.sql_count_headers:
         sqlcount.init_app(app)
-    migrate.init_app(app, db, directory=str(MIGRATIONS_DIR))
+    if migrations:
+        from flask_migrate import Migrate
+
+        Migrate(app, db, directory=str(MIGRATIONS_DIR))
     csrf.init_app(app)
     _init_login(app)
 
@@ -77,7 +85,7 @@ def create_app(
         # Only behind a proxy the operator trusts to set these headers (AUTH_TRUST_HOST).
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=1, x_proto=1, x_host=1)  # type: ignore[method-assign]
 
-    if conf.is_development and not app.config.get("TESTING"):
+    if migrations and conf.is_development and not app.config.get("TESTING"):
         _migrate_development_database(app)
     return app
 
