@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import os
 
-wsgi_app = "app:app"
+# The app without Flask-Migrate (create_app(migrations=False)): workers never migrate.
+wsgi_app = "webapp:create_app(migrations=False)"
 bind = ["127.0.0.1:8000"]
 workers = int(os.environ.get("WEB_CONCURRENCY") or os.cpu_count() or 1)
 worker_class = "gthread"

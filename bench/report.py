@@ -308,10 +308,10 @@ ANALYSIS = """## What was optimised, and where the time goes
   duplicates the request pipeline: request ids, security headers, cookie handling, the
   session hook and signal) or a WSGI server written in C or Rust; neither is done here.
 - Memory: almost all of a worker's resident memory is there once the app is imported
-  (about 94 MB when measured, 1,157 modules: SQLAlchemy, Flask and its extensions, Alembic
-  through Flask-Migrate, Authlib, joserfc and cryptography, ua-parser's regexes); serving
-  adds a few MB. Importing Flask-Migrate (Alembic, about 5 MB) only for the `flask db`
-  commands would bring a worker under 100 MB; PSS, which splits shared pages, is lower.
+  (SQLAlchemy, Flask and its extensions, Authlib, joserfc and cryptography, ua-parser's
+  regexes); serving adds a few MB. gunicorn.conf.py serves `create_app(migrations=False)`,
+  which leaves out Flask-Migrate and Alembic (about 9 MB per worker, 120 modules) that
+  only the `flask db` commands need. PSS, which splits shared pages, is lower than RSS.
 """
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from flask_login import LoginManager
-from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
 from flask_wtf.csrf import CSRFProtect
 from sqlalchemy import MetaData
@@ -18,6 +17,5 @@ NAMING_CONVENTION = {
 }
 
 db = SQLAlchemy(metadata=MetaData(naming_convention=NAMING_CONVENTION))
-migrate = Migrate()
 login_manager = LoginManager()
 csrf = CSRFProtect()
