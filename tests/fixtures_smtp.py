@@ -72,6 +72,8 @@ class Mailbox:
     rcpt_reply: str | None = None
     data_reply: str | None = None
     logins: list[str] = field(default_factory=list)
+    #: The names clients gave in EHLO/HELO, one per delivered message.
+    helo_names: list[str] = field(default_factory=list)
 
     async def handle_RCPT(self, server: Any, session: Any, envelope: Any, address: str,
                           rcpt_options: list[str]) -> str:
@@ -84,6 +86,7 @@ class Mailbox:
         if self.data_reply:
             return self.data_reply
         self.envelopes.append((envelope.mail_from, list(envelope.rcpt_tos)))
+        self.helo_names.append(session.host_name)
         self.messages.append(
             email.message_from_bytes(envelope.original_content, policy=policy.default)  # type: ignore[arg-type]
         )
@@ -103,6 +106,7 @@ class Mailbox:
         self.messages.clear()
         self.envelopes.clear()
         self.logins.clear()
+        self.helo_names.clear()
         self.rcpt_reply = self.data_reply = None
 
     def last(self) -> EmailMessage:

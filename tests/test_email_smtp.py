@@ -51,6 +51,14 @@ def test_code_from_a_real_smtp_message_signs_in_the_requesting_browser(email_app
     assert actions.session_email() == "ann@example.com"
 
 
+def test_the_client_names_itself_after_the_sender_domain(email_app, mailbox):
+    # Without a name smtplib looks this machine's FQDN up in DNS for every message.
+    app = email_app(EMAIL_FROM="Webapp <login@mail.example.org>")
+    EmailActions(app.test_client()).request_link("ann@example.com")
+    assert mailbox.helo_names == ["mail.example.org"]
+    assert mailbox.last()["Message-ID"].endswith("@mail.example.org>")
+
+
 def test_the_message_is_multipart_escaped_and_self_contained(email_app, mailbox):
     app = email_app(AUTH_BRAND_NAME="Ann & Bob's <Shop>")
     EmailActions(app.test_client()).request_link("o'brien@example.com")
