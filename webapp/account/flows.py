@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
 
-from sqlalchemy import Delete, delete, select
-from sqlalchemy.engine import CursorResult
+from sqlalchemy import delete, select
 
 from ..auth import urls
 from ..auth.providers import providers
 from ..auth.sessions import AuthSession, end_current_session
+from ..database import execute_counting
 from ..extensions import db
 from ..models import Account, Session, User, VerificationToken, utcnow
 from .devices import describe_device
@@ -170,17 +169,12 @@ def unlink_account(*, user_id: int, account_id: int) -> LinkedAccount:
     )
 
 
-def _rowcount(statement: Delete) -> int:
-    result = cast("CursorResult[Any]", db.session.execute(statement))
-    return result.rowcount
-
-
 def end_session(*, user_id: int, session_id: int, current: AuthSession) -> bool:
     """Sign out one of the user's sessions; return whether it was this browser's own."""
     if session_id == current.id:
         end_current_session()
         return True
-    deleted = _rowcount(
+    deleted = execute_counting(
         delete(Session).where(Session.id == session_id, Session.user_id == user_id)
     )
     if not deleted:
@@ -190,7 +184,9 @@ def end_session(*, user_id: int, session_id: int, current: AuthSession) -> bool:
 
 def end_other_sessions(*, user_id: int, current: AuthSession) -> int:
     """Sign out every session of the user except this browser's; return how many ended."""
-    return _rowcount(delete(Session).where(Session.user_id == user_id, Session.id != current.id))
+    return execute_counting(
+        delete(Session).where(Session.user_id == user_id, Session.id != current.id)
+    )
 
 
 def delete_account(*, user_id: int, current: AuthSession, confirmation: str) -> None:
