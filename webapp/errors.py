@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import logging
 
-from flask import Flask, g, jsonify, redirect, render_template, request
+from flask import Flask, g, jsonify, redirect, request
 from flask_wtf.csrf import CSRFError
 from sqlalchemy.exc import DBAPIError, OperationalError
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response
 
 from .auth import urls
-from .auth.errors import message_for
 from .auth.views import wants_json
 from .extensions import db
+from .ui.errorpage import render_error_page
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +76,7 @@ def _database_unavailable(exc: OperationalError) -> tuple[Response | str, int, d
     if expects_json():
         body = {"error": "ServiceUnavailable", "requestId": g.get("request_id")}
         return jsonify(body), 503, headers
-    html = render_template(
-        "auth/error.html", code=None, error=message_for(None), request_id=g.get("request_id", "-")
-    )
-    return html, 503, headers
+    return render_error_page(None), 503, headers
 
 
 def _unexpected(exc: Exception) -> tuple[Response | str, int]:
@@ -87,10 +84,7 @@ def _unexpected(exc: Exception) -> tuple[Response | str, int]:
     log.exception("unhandled error on %s %s", request.method, request.path)
     if expects_json():
         return jsonify({"error": "InternalError", "requestId": g.get("request_id")}), 500
-    html = render_template(
-        "auth/error.html", code=None, error=message_for(None), request_id=g.get("request_id", "-")
-    )
-    return html, 500
+    return render_error_page(None), 500
 
 
 def _rollback_quietly() -> None:

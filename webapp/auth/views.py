@@ -8,7 +8,6 @@ from typing import Any
 from flask import (
     Blueprint,
     current_app,
-    g,
     jsonify,
     redirect,
     render_template,
@@ -18,6 +17,7 @@ from flask_wtf.csrf import generate_csrf
 from werkzeug.wrappers import Response
 
 from ..extensions import csrf, db
+from ..ui.errorpage import render_error_page
 from . import beacon, urls
 from .errors import SIGNIN_CODES, AuthError, error_status, message_for
 from .hooks import current_hooks, session_read, signed_out
@@ -151,9 +151,7 @@ def error_page() -> Response | tuple[str, int]:
     code = request.args.get("error")
     if code in SIGNIN_CODES:
         return redirect(urls.auth_url("signin", error=code, callbackUrl=_callback_url()))
-    return render_template(
-        "auth/error.html", code=code, error=message_for(code), request_id=g.request_id
-    ), error_status(code)
+    return render_error_page(code), error_status(code)
 
 
 @bp.post("/_log", provide_automatic_options=False)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from flask import g, render_template
+
 from ..auth import urls
 from ..auth.errors import message_for
 
@@ -16,6 +18,11 @@ _FIRST_STEP = {
     "Verification": "Request a new sign-in link",
     "AccessDenied": "Sign in with another account",
 }
+
+
+def render_error_page(code: str | None) -> str:
+    """Render the error page for ``code``, showing this request's id as the reference."""
+    return render_template("auth/error.html", code=code, request_id=g.get("request_id", "-"))
 
 
 def error_view(code: str | None, request_id: str) -> dict[str, Any]:
