@@ -23,6 +23,7 @@ from flask.testing import FlaskClient
 
 from webapp import MIGRATIONS_DIR, create_app
 from webapp.auth.hooks import AuthHooks
+from webapp.database import driver_statement
 from webapp.extensions import db
 
 # SMTP servers on loopback, the outbox and the e-mail sign-in actions.
@@ -194,12 +195,16 @@ def auth(client: FlaskClient) -> AuthActions:
 
 
 class SqlCounter:
-    """Records the SQL statements an engine runs while active."""
+    """Records the SQL statements an engine runs while active, and those run on the
+    driver directly (database.HotSelect announces each one)."""
 
     def __init__(self) -> None:
         self.statements: list[str] = []
 
     def __call__(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        self.statements.append(statement)
+
+    def driver_statement(self, _sender: Any, *, statement: str) -> None:
         self.statements.append(statement)
 
     @property
@@ -219,10 +224,12 @@ def count_sql(app: Flask) -> Callable[[], Any]:
         with app.app_context():
             engine = db.engine
         sa.event.listen(engine, "before_cursor_execute", counter)
+        driver_statement.connect(counter.driver_statement)
         try:
             yield counter
         finally:
             sa.event.remove(engine, "before_cursor_execute", counter)
+            driver_statement.disconnect(counter.driver_statement)
 
     return counting
 

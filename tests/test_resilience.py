@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pytest
+import sqlalchemy as sa
 
 from webapp import create_app
+from webapp.extensions import db
 
-from .conftest import TEST_SECRET
+from .conftest import TEST_SECRET, AuthActions, base_config, pg_admin_engine
 
 # Port 1 on loopback: nothing listens, so connections are refused at once.
 DOWN = "postgresql+psycopg://postgres@127.0.0.1:1/nothing"
@@ -50,3 +52,26 @@ def test_signin_with_the_database_down_changes_nothing_and_says_so(down_client):
         "csrfToken": token, "email": "ann@example.com", "password": "demo"})
     assert r.status_code == 503
     assert "session-token" not in r.headers.get("Set-Cookie", "")
+
+
+def test_a_dropped_connection_costs_one_503_and_leaves_the_pool(postgres_url):
+    # A restart or failover of PostgreSQL kills pooled connections under a running app.
+    # The session read (on the driver directly, database.HotSelect) must answer 503 like
+    # any database outage, and drop that connection so the next request gets a fresh one.
+    app = create_app(base_config(postgres_url), environ={})
+    client = app.test_client()
+    AuthActions(client).signin()
+    with app.app_context():
+        db.engine.dispose()  # from here on the pool holds exactly one connection
+    assert client.get("/auth/session").json["user"]["email"] == "ann@example.com"
+    name = postgres_url.rsplit("/", 1)[1]
+    with pg_admin_engine().connect() as conn:
+        killed = conn.execute(sa.text(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = :n"
+        ), {"n": name}).scalar_one()
+    assert killed == 1
+    r = client.get("/auth/session")
+    assert r.status_code == 503 and r.json["error"] == "ServiceUnavailable"
+    assert client.get("/auth/session").json["user"]["email"] == "ann@example.com"
+    with app.app_context():
+        db.engine.dispose()

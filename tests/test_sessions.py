@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import sqlalchemy as sa
 from freezegun import freeze_time
 
+from webapp.auth.sessions import _READ
 from webapp.extensions import db
 from webapp.models import Session
 
@@ -123,6 +124,20 @@ def test_a_session_read_is_one_sql_statement(client, auth, count_sql):
     assert r.json["user"]["email"] == "ann@example.com"
     assert len(sql.statements) == 1, sql.statements
     assert sql.statements[0].lstrip().upper().startswith("SELECT")
+
+
+def test_the_hot_read_returns_the_rows_sqlalchemy_would(app, auth):
+    # On PostgreSQL HotSelect runs on the driver directly; its rows must not differ from
+    # the Core statement's (types, UTC-aware timestamps), nor miss or invent a session.
+    auth.signin()
+    params = {"token_hash": hashlib.sha256(auth.session_cookie().encode()).hexdigest()}
+    with app.app_context():
+        hot = _READ.first(params)
+        core = db.session.execute(_READ.statement, params).first()
+        assert tuple(hot) == tuple(core)
+        assert hot.expires.tzinfo == UTC and hot.created_at.tzinfo == UTC
+        assert hot._fields == tuple(core._fields)
+        assert _READ.first({"token_hash": "0" * 64}) is None
 
 
 def test_signed_out_read_runs_no_sql(client, count_sql):

@@ -3,7 +3,8 @@
 Off in normal operation. When on, every response carries ``X-SQL-Statements`` (statements
 the request sent through the engine) and ``X-SQL-Writes`` (those that were INSERT, UPDATE
 or DELETE), so a load tool can check "one statement per session read, no writes" under
-real concurrency. It counts what SQLAlchemy executes; with ``DB_POOL_PRE_PING`` on, the
+real concurrency. It counts what SQLAlchemy executes and what ``database.HotSelect`` runs
+on the driver directly; with ``DB_POOL_PRE_PING`` on, the
 ping on each connection checkout is counted too, as the round trip it is.
 """
 
@@ -14,6 +15,7 @@ from typing import Any
 from flask import Flask, Response, g, has_request_context
 from sqlalchemy import Engine, event
 
+from .database import driver_statement
 from .extensions import db
 
 STATEMENTS_HEADER = "X-SQL-Statements"
@@ -26,6 +28,7 @@ def init_app(app: Flask) -> None:
     with app.app_context():
         engine: Engine = db.engine
     event.listen(engine, "before_cursor_execute", _count_statement)
+    driver_statement.connect(_count_driver_statement)
     if app.extensions["webapp.settings"].db_pool_pre_ping:
         # The ping bypasses cursor events; count it at checkout, where it happens.
         event.listen(engine.pool, "checkout", _count_ping)
@@ -43,6 +46,10 @@ def _count(write: bool) -> None:
 def _count_statement(
     _conn: Any, _cursor: Any, statement: str, _params: Any, _context: Any, _many: bool
 ) -> None:
+    _count(statement.lstrip()[:6].upper() in _WRITE_VERBS)
+
+
+def _count_driver_statement(_sender: Any, *, statement: str) -> None:
     _count(statement.lstrip()[:6].upper() in _WRITE_VERBS)
 
 

@@ -3,9 +3,10 @@
 The cookie carries 32 random bytes (base64url); the row keeps only their SHA-256, so a
 copy of the table cannot be replayed as a cookie. SHA-256 without a key is enough here:
 the input is 256 random bits, so there is nothing to guess. Reading a session is one SQL
-statement (session joined with user) on an autocommit connection, so no BEGIN/ROLLBACK
-round trips either; a write happens only when the session is expired (DELETE) or older
-than the update age (one UPDATE, and only then is the cookie sent again).
+statement (session joined with user) outside any transaction, so no BEGIN/ROLLBACK round
+trips either, run on PostgreSQL straight on the driver (``database.HotSelect``). A write
+happens only when the session is expired (DELETE) or older than the update age (one
+UPDATE, and only then is the cookie sent again).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from flask import g, request
 from flask_login import UserMixin
 from sqlalchemy import bindparam, delete, insert, select, update
 
-from ..database import execute_counting
+from ..database import HotSelect, execute_counting
 from ..extensions import db
 from ..models import Session, User, utcnow
 from . import cookies, urls
@@ -61,7 +62,7 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-_READ = (
+_READ = HotSelect(
     select(
         Session.id,
         Session.expires,
@@ -86,18 +87,17 @@ def read_session(token: str) -> tuple[AuthSession | None, bool]:
     if not token or len(token) > 256:
         return None, False
     conf = urls.settings()
-    token_hash = hash_token(token)
-    with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        row = conn.execute(_READ, {"token_hash": token_hash}).first()
-        if row is None:
-            return None, False
-        now = utcnow()
-        if row.expires <= now:
-            conn.execute(delete(Session).where(Session.id == row.id))
-            return None, False
-        expires = row.expires
-        extended = expires - conf.session_max_age + conf.session_update_age <= now
-        if extended:
+    row = _READ.first({"token_hash": hash_token(token)})
+    if row is None:
+        return None, False
+    now = utcnow()
+    expires = row.expires
+    extended = expires - conf.session_max_age + conf.session_update_age <= now
+    if expires <= now or extended:
+        with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            if expires <= now:
+                conn.execute(delete(Session).where(Session.id == row.id))
+                return None, False
             expires = now + conf.session_max_age
             conn.execute(
                 update(Session)
