@@ -72,6 +72,9 @@ def test_pages_load_built_assets_from_the_app_with_long_caching(client, auth):
             with client.get(src) as r:
                 assert r.status_code == 200
                 assert r.headers["Cache-Control"] == "public, max-age=31536000, immutable"
+    # The manifest is not content-hashed: it must be revalidated.
+    with client.get("/static/dist/manifest.json") as r:
+        assert r.status_code == 200 and "immutable" not in r.headers.get("Cache-Control", "")
 
 
 def test_every_page_carries_the_policy_and_nothing_inline_needs_unsafe_inline(client, auth):

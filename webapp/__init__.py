@@ -14,6 +14,7 @@ from werkzeug.wrappers import Response
 from . import database, errors, observability, sqlcount
 from .auth.cookies import CSRF_COOKIE, apply_cookies, cookie_name
 from .auth.hooks import AuthHooks
+from .cookie_session import CookieSessionInterface
 from .extensions import csrf, db, login_manager
 from .settings import Settings, load_settings
 
@@ -44,6 +45,7 @@ def create_app(
     app.extensions["webapp.settings"] = conf
     app.extensions["webapp.hooks"] = hooks or AuthHooks()
     _configure_flask(app, conf)
+    app.session_interface = CookieSessionInterface()
     # Keep the configured order (GET providers is keyed by provider id, in that order).
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.config["TESTING"] = bool((config or {}).get("TESTING", False))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from flask import Blueprint, Flask, Response, current_app, request, url_for
@@ -60,11 +61,19 @@ def brand_css_url() -> str:
     return url_for("assets.brand_css", v=hashlib.sha256(color.encode()).hexdigest()[:8])
 
 
-def _cache_hashed(response: Response) -> Response:
-    dist_prefix = f"{current_app.static_url_path}/dist/"
-    if request.path.startswith(dist_prefix) and not request.path.endswith("/manifest.json"):
-        response.headers["Cache-Control"] = IMMUTABLE
-    return response
+def _serve_static(send_static_file: Callable[[str], Response]) -> Callable[[str], Response]:
+    """Wrap the static view: hashed bundles are cached for a year, the rest revalidated.
+
+    On the static view rather than after every request: only static files pay for it.
+    """
+
+    def static(filename: str) -> Response:
+        response = send_static_file(filename)
+        if filename.startswith("dist/") and filename != "dist/manifest.json":
+            response.headers["Cache-Control"] = IMMUTABLE
+        return response
+
+    return static
 
 
 def init_app(app: Flask) -> None:
@@ -72,4 +81,4 @@ def init_app(app: Flask) -> None:
     app.register_blueprint(bp, url_prefix="/assets")
     app.add_template_global(asset_url)
     app.add_template_global(brand_css_url)
-    app.after_request(_cache_hashed)
+    app.view_functions["static"] = _serve_static(app.send_static_file)
