@@ -127,12 +127,14 @@ class HotSelect:
             finally:
                 driver.autocommit = False
         except dbapi_error as exc:
-            # As SQLAlchemy would: a dropped connection leaves the pool, and the error
+            # As SQLAlchemy does: a dropped connection means the server went away, so the
+            # whole pool is replaced (its other connections are as dead), and the error
             # arrives wrapped (OperationalError: the 503 handler), parameters hidden.
             lost = False
             if pooled is not None and engine.dialect.is_disconnect(exc, pooled, None):
                 lost = True
                 pooled.invalidate(exc)
+                engine.dispose()
             raise DBAPIError.instance(
                 sql,
                 params,
