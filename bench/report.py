@@ -284,29 +284,42 @@ def profile_layers(path: Path) -> list[str]:
 
 ANALYSIS = """## What was optimised, and where the time goes
 
-- The session read is one statement (session joined with user) on an autocommit connection:
+Instructions per in-process `GET /auth/session` (signed in, PostgreSQL; `python -m
+bench.instructions`, callgrind, which unlike timings does not move with the machine's
+load): 1,732,563 before the changes below, 1,395,452 with the session read on the driver,
+1,128,248 with the app's other changes (-35%; the access log is the server's, not counted).
+
+- The session read is one statement (session joined with user) outside any transaction:
   no BEGIN/ROLLBACK round trips; psycopg prepares it on the server after five uses on a
   connection, so later reads skip parsing and planning. Inside the update age nothing is
   written and no cookie is re-sent (the table above counts this under load).
+- On PostgreSQL that statement runs straight on the pooled psycopg connection
+  (`database.HotSelect`): compiled once from the Core statement, one cursor kept per
+  connection, result types applied as SQLAlchemy would. SQLAlchemy's connection wrapper,
+  execution context and result objects cost more CPU than the query itself. It announces
+  each statement through a signal, so `SQL_COUNT_HEADERS` and the tests still count it;
+  a dropped connection still replaces the pool and answers 503. SQLite keeps the Core path.
+- Work done once instead of per request: Flask's session serializer (Flask builds it twice
+  per request, cookie or not), the security headers as one list, the static files'
+  cache header set by the static view instead of an after_request hook on every response.
+- gunicorn's access log builds only the seven fields our format prints (`AccessLogger` in
+  gunicorn.conf.py) instead of some forty (every header and environ variable).
 - The pool's pre-ping is off (`DB_POOL_PRE_PING=false`): it sent `SELECT 1` before every
   session read, a second round trip (the pre-ping row in the SQL table).
-- The session JSON's date is formatted with `isoformat` instead of `strftime` (a quarter of
-  the cost; it showed among the profile's top self-time frames).
-- gunicorn runs `gthread` workers (keep-alive) rather than `sync` workers (a new TCP
-  connection per request), one per core with 4 threads; 3x2 and 4x1 workers x threads
-  were within the noise of 2x4 on this machine.
-- Measured and not done (the next candidate): reading the session through the raw psycopg
-  cursor instead of a SQLAlchemy Core statement. In isolation that read costs about
-  50-80 us of CPU against about 180 us through SQLAlchemy (its connection wrapper,
-  execution context and result objects); SQLAlchemy and psycopg together are about a
-  quarter of a worker's Python time in the layer table, so the saving would be some 15%.
-  It would bypass the SQLAlchemy events that the statement-count tests and
-  `SQL_COUNT_HEADERS` rely on, and need a second code path for SQLite.
+- The session JSON's date is formatted with `isoformat` instead of `strftime`.
+- gunicorn runs `gthread` workers (keep-alive), one per core with 4 threads. Measured and
+  not kept: `sync` workers (a new TCP connection per request; slower), 2 or 1 threads and
+  3 or 4 workers (within the noise), the `gevent` worker (about a third of gthread's cost
+  on an empty app, but no faster on ours and its p99 rose to over a second: one worker
+  takes most connections), gunicorn's optional C parser `gunicorn_h1c` (3%).
 - What remains is framework and server time, shared by every request: the layer table
-  below attributes each profile sample to the innermost library it was in. A lower floor
-  would mean answering `GET /auth/session` outside Flask (a WSGI-level fast path that
-  duplicates the request pipeline: request ids, security headers, cookie handling, the
-  session hook and signal) or a WSGI server written in C or Rust; neither is done here.
+  below attributes each profile sample to the innermost library it was in; no single
+  frame has more than 3% self time. gunicorn's gthread worker alone costs about 600 us of
+  CPU per request on this machine even for an app that returns a constant (threads hand
+  each request to one another through a queue and a pipe: some 70 futex calls per
+  request). A lower floor would need a WSGI server written in C or Rust, or answering
+  `GET /auth/session` outside Flask (a second request pipeline to keep in step with the
+  first); neither is done.
 - Memory: almost all of a worker's resident memory is there once the app is imported
   (SQLAlchemy, Flask and its extensions, Authlib, joserfc and cryptography, ua-parser's
   regexes); serving adds a few MB. gunicorn.conf.py serves `create_app(migrations=False)`,
