@@ -287,7 +287,10 @@ ANALYSIS = """## What was optimised, and where the time goes
 Instructions per in-process `GET /auth/session` (signed in, PostgreSQL; `python -m
 bench.instructions`, callgrind, which unlike timings does not move with the machine's
 load): 1,732,563 before the changes below, 1,395,452 with the session read on the driver,
-1,128,248 with the app's other changes (-35%; the access log is the server's, not counted).
+1,128,248 with the app's other changes (-35%). Signed out the app costs 794,527, a bare
+Flask app answering `null` 361,018; the gunicorn worker around it (gthread, keep-alive,
+access log) brings a signed-out request to about 1,715,000: gunicorn costs more per
+request than the whole app.
 
 - The session read is one statement (session joined with user) outside any transaction:
   no BEGIN/ROLLBACK round trips; psycopg prepares it on the server after five uses on a
@@ -303,7 +306,9 @@ load): 1,732,563 before the changes below, 1,395,452 with the session read on th
   per request, cookie or not), the security headers as one list, the static files'
   cache header set by the static view instead of an after_request hook on every response.
 - gunicorn's access log builds only the seven fields our format prints (`AccessLogger` in
-  gunicorn.conf.py) instead of some forty (every header and environ variable).
+  gunicorn.conf.py) instead of some forty (every header and environ variable): the
+  gunicorn worker's instructions per signed-out request went from 1,877,881 to 1,715,410
+  (-9%, callgrind over the whole worker).
 - The pool's pre-ping is off (`DB_POOL_PRE_PING=false`): it sent `SELECT 1` before every
   session read, a second round trip (the pre-ping row in the SQL table).
 - The session JSON's date is formatted with `isoformat` instead of `strftime`.
@@ -311,7 +316,8 @@ load): 1,732,563 before the changes below, 1,395,452 with the session read on th
   not kept: `sync` workers (a new TCP connection per request; slower), 2 or 1 threads and
   3 or 4 workers (within the noise), the `gevent` worker (about a third of gthread's cost
   on an empty app, but no faster on ours and its p99 rose to over a second: one worker
-  takes most connections), gunicorn's optional C parser `gunicorn_h1c` (3%).
+  takes most connections), gunicorn's optional C parser `gunicorn_h1c` (3% in a rough
+  timing; the version gunicorn 27's `fast` extra asks for is not on the package index).
 - What remains is framework and server time, shared by every request: the layer table
   below attributes each profile sample to the innermost library it was in; no single
   frame has more than 3% self time. gunicorn's gthread worker alone costs about 600 us of
