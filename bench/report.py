@@ -313,11 +313,15 @@ request than the whole app.
   session read, a second round trip (the pre-ping row in the SQL table).
 - The session JSON's date is formatted with `isoformat` instead of `strftime`.
 - gunicorn runs `gthread` workers (keep-alive), one per core with 4 threads. Measured and
-  not kept: `sync` workers (a new TCP connection per request; slower), 2 or 1 threads and
-  3 or 4 workers (within the noise), the `gevent` worker (about a third of gthread's cost
-  on an empty app, but no faster on ours and its p99 rose to over a second: one worker
-  takes most connections), gunicorn's optional C parser `gunicorn_h1c` (3% in a rough
-  timing; the version gunicorn 27's `fast` extra asks for is not on the package index).
+  not kept: `sync` workers (a new TCP connection per request; slower); 1 thread (6.0
+  context switches per session read against 9.4, about 10% more reads per second, but a
+  slow identity provider or mail server would then hold up every request of its worker);
+  3 or 4 workers (within the noise); the `gevent` worker (about a third of gthread's cost
+  on an empty app and no context switches at all, but within 10% on ours, and its p99
+  rose to over a second as one worker took most connections; 140-150 ms with
+  `reuse_port`, still three times gthread's); gunicorn's optional C parser `gunicorn_h1c`
+  (3% in a rough timing; the version gunicorn 27's `fast` extra asks for is not on the
+  package index, and an older C HTTP parser than the server expects is not worth 3%).
 - What remains is framework and server time, shared by every request: the layer table
   below attributes each profile sample to the innermost library it was in; no single
   frame has more than 3% self time. gunicorn's gthread worker alone costs about 600 us of
