@@ -35,26 +35,26 @@ def init_app(app: Flask) -> None:
     app.after_request(_add_headers)
 
 
-def _count(write: bool) -> None:
+def _count(statement: str) -> None:
     if not has_request_context():
         return
     g.sql_statements = g.get("sql_statements", 0) + 1
-    if write:
+    if statement.lstrip()[:6].upper() in _WRITE_VERBS:
         g.sql_writes = g.get("sql_writes", 0) + 1
 
 
 def _count_statement(
     _conn: Any, _cursor: Any, statement: str, _params: Any, _context: Any, _many: bool
 ) -> None:
-    _count(statement.lstrip()[:6].upper() in _WRITE_VERBS)
+    _count(statement)
 
 
 def _count_driver_statement(_sender: Any, *, statement: str) -> None:
-    _count(statement.lstrip()[:6].upper() in _WRITE_VERBS)
+    _count(statement)
 
 
 def _count_ping(*_args: Any) -> None:
-    _count(False)
+    _count("SELECT 1")
 
 
 def _add_headers(response: Response) -> Response:
