@@ -237,3 +237,17 @@ def test_active_sessions_view_shows_live_sessions_without_the_hash(app, client, 
     assert row["ip"] == "127.0.0.1"
     assert "token_hash" not in row
     assert set(row) >= {"created_at", "last_active_at", "expires", "user_agent"}
+
+
+def test_sql_count_headers_report_the_hot_read(make_app):
+    # The benchmark's per-request counts (SQL_COUNT_HEADERS) come from these headers; the
+    # hot read runs past SQLAlchemy on PostgreSQL and must still be counted, as one read.
+    client = make_app(SQL_COUNT_HEADERS="true").test_client()
+    r = client.get("/auth/session")
+    assert (r.headers["X-SQL-Statements"], r.headers["X-SQL-Writes"]) == ("0", "0")
+    data = {"csrfToken": client.get("/auth/csrf").json["csrfToken"],
+            "email": "ann@example.com", "password": "demo"}
+    assert int(client.post("/auth/callback/demo", data=data).headers["X-SQL-Writes"]) >= 1
+    r = client.get("/auth/session")
+    assert r.json["user"]["email"] == "ann@example.com"
+    assert (r.headers["X-SQL-Statements"], r.headers["X-SQL-Writes"]) == ("1", "0")
