@@ -215,22 +215,32 @@ def rss_mb(folder: Path, column: int = 1) -> dict[str, list[float]]:
     return out
 
 
-def profile_top(path: Path, count: int = 15) -> tuple[list[str], list[str], int]:
-    """Self and inclusive time of the top frames of a py-spy raw (collapsed) profile."""
+def profile_samples(path: Path) -> list[tuple[list[str], int]]:
+    """The stacks (outermost frame first) and their sample counts of a py-spy raw profile.
+
+    Paths are shortened: "(/…/site-packages/flask/app.py:1536)" becomes
+    "(flask/app.py:1536)". Lines that are not "stack count" (py-spy's notes) are skipped.
+    """
+    samples = []
+    for line in path.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        if n.isdigit():
+            samples.append(([_PATH_PREFIX_RE.sub(" (", f) for f in stack.split(";")], int(n)))
+    return samples
+
+
+def profile_top(
+    samples: list[tuple[list[str], int]], count: int = 15
+) -> tuple[list[str], list[str], int]:
+    """Self and inclusive time of the top frames of a profile (``profile_samples``)."""
     self_time: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
     total = 0
-    for line in path.read_text().splitlines():
-        stack, _, n = line.rpartition(" ")
-        if not n.isdigit():
-            continue
-        samples = int(n)
-        total += samples
-        # Shorten "(/…/site-packages/flask/app.py:1536)" to "(flask/app.py:1536)".
-        frames = [_PATH_PREFIX_RE.sub(" (", f) for f in stack.split(";")]
-        self_time[frames[-1]] += samples
+    for frames, n in samples:
+        total += n
+        self_time[frames[-1]] += n
         for frame in set(frames):
-            inclusive[frame] += samples
+            inclusive[frame] += n
     def table(counter: Counter[str], skip: tuple[str, ...] = ()) -> list[str]:
         rows = ["| share | frame |", "|---:|---|"]
         for frame, n in counter.most_common():
@@ -247,7 +257,8 @@ def profile_top(path: Path, count: int = 15) -> tuple[list[str], list[str], int]
 
 #: Which layer a frame belongs to, by the path in its name; the first match wins.
 LAYERS = (
-    ("the app's own code (webapp/)", ("webapp/", "app.py")),
+    # Not a bare "app.py": Flask's own flask/app.py would match it.
+    ("the app's own code (webapp/)", ("webapp/", "gunicorn.conf.py")),
     ("SQLAlchemy and psycopg (the database client)", ("sqlalchemy/", "psycopg/")),
     ("Flask, Werkzeug and the Flask extensions", (
         "flask/", "werkzeug/", "flask_login/", "flask_wtf/", "itsdangerous/", "jinja2/",
@@ -257,7 +268,7 @@ LAYERS = (
 )
 
 
-def profile_layers(path: Path) -> list[str]:
+def profile_layers(samples: list[tuple[list[str], int]]) -> list[str]:
     """Share of samples per layer: a sample belongs to the innermost frame of a known layer.
 
     So ``json.dumps`` called by Flask counts as Flask, a psycopg call made by SQLAlchemy
@@ -265,18 +276,15 @@ def profile_layers(path: Path) -> list[str]:
     """
     counts: Counter[str] = Counter()
     total = 0
-    for line in path.read_text().splitlines():
-        stack, _, n = line.rpartition(" ")
-        if not n.isdigit():
-            continue
-        total += int(n)
+    for frames, n in samples:
+        total += n
         layer = "other (Python's thread pool, selectors, logging)"
-        for frame in reversed(stack.split(";")):
+        for frame in reversed(frames):
             found = next((name for name, marks in LAYERS if any(m in frame for m in marks)), None)
             if found:
                 layer = found
                 break
-        counts[layer] += int(n)
+        counts[layer] += n
     rows = ["| layer | share of the worker's Python time |", "|---|---:|"]
     rows += [f"| {layer} | {100 * n / total:.0f}% |" for layer, n in counts.most_common()]
     return rows
@@ -450,11 +458,12 @@ def build(folder: Path) -> tuple[str, str]:
 
     md += ["## Targets", ""] + targets(rows, sql, all_rss, big_facts, cleanup) + [""]
     if (folder / "profile.raw").is_file():
-        self_rows, incl_rows, total = profile_top(folder / "profile.raw")
+        samples = profile_samples(folder / "profile.raw")
+        self_rows, incl_rows, total = profile_top(samples)
         md += [ANALYSIS, "## Profile: the workers under GET /auth/session", "",
                f"py-spy, `--gil` (samples only while a thread holds the GIL, i.e. Python CPU "
                f"time), 250 Hz for 9 s at 32 connections: {total:,} samples.", "",
-               *profile_layers(folder / "profile.raw"), "",
+               *profile_layers(samples), "",
                "Self time (the frame itself):", "", *self_rows, "",
                "Inclusive time (the frame and what it calls):", "", *incl_rows, ""]
     terminal = "\n".join([meta, "", *table, "", *sql_lines, "",
