@@ -106,17 +106,16 @@ def database_url(
         migrate_database(url)
         yield url
         return
-    url = create_pg_database()
-    try:
-        migrate_database(url)
-        yield url
-    finally:
-        drop_pg_database(url)
+    yield from _migrated_pg_database()
 
 
 @pytest.fixture
 def postgres_url(tmp_path: Path) -> Iterator[str]:
     """A migrated PostgreSQL database for tests that need PostgreSQL specifically."""
+    yield from _migrated_pg_database()
+
+
+def _migrated_pg_database() -> Iterator[str]:
     url = create_pg_database()
     try:
         migrate_database(url)
