@@ -18,7 +18,7 @@ from datetime import datetime
 
 from flask import g, request
 from flask_login import UserMixin
-from sqlalchemy import bindparam, delete, insert, select, update
+from sqlalchemy import Executable, bindparam, delete, insert, select, update
 
 from ..database import HotSelect, execute_counting
 from ..extensions import db
@@ -91,22 +91,25 @@ def read_session(token: str) -> tuple[AuthSession | None, bool]:
     if row is None:
         return None, False
     now = utcnow()
+    if row.expires <= now:
+        _write_outside_transaction(delete(Session).where(Session.id == row.id))
+        return None, False
     expires = row.expires
     extended = expires - conf.session_max_age + conf.session_update_age <= now
-    if expires <= now or extended:
-        with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            if expires <= now:
-                conn.execute(delete(Session).where(Session.id == row.id))
-                return None, False
-            expires = now + conf.session_max_age
-            conn.execute(
-                update(Session)
-                .where(Session.id == row.id)
-                .values(expires=expires, last_active_at=now)
-            )
+    if extended:
+        expires = now + conf.session_max_age
+        _write_outside_transaction(
+            update(Session).where(Session.id == row.id).values(expires=expires, last_active_at=now)
+        )
     user = AuthUser(id=row.user_id, name=row.name, email=row.email, image=row.image)
     session = AuthSession(row.id, user, expires, row.created_at, row.provider)
     return session, extended
+
+
+def _write_outside_transaction(statement: Executable) -> None:
+    # One statement on its own: the read's rare DELETE or UPDATE needs no BEGIN/COMMIT.
+    with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(statement)
 
 
 def current_session() -> AuthSession | None:
