@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from flask import Flask, redirect, request
-from werkzeug.middleware.proxy_fix import ProxyFix
 from werkzeug.wrappers import Response
 
-from . import database, errors, observability, sqlcount
+from . import database, errors, hosts, observability, proxies, sqlcount
 from .auth.cookies import CSRF_COOKIE, apply_cookies, cookie_name
 from .auth.hooks import AuthHooks
 from .cookie_session import CookieSessionInterface
@@ -51,6 +50,8 @@ def create_app(
     app.config["TESTING"] = bool((config or {}).get("TESTING", False))
 
     observability.init_app(app)
+    # First of the request hooks: a foreign host is refused before anything else runs.
+    hosts.init_app(app, conf)
     database.init_app(app)
     if conf.sql_count_headers:
         sqlcount.init_app(app)
@@ -83,9 +84,11 @@ def create_app(
     def _brand() -> dict[str, Any]:
         return {"brand": conf.brand, "auth_base": conf.base_path}
 
-    if conf.trust_host:
-        # Only behind a proxy the operator trusts to set these headers (AUTH_TRUST_HOST).
-        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=1, x_proto=1, x_host=1)  # type: ignore[method-assign]
+    app.wsgi_app = proxies.wrap(app.wsgi_app, conf.trusted_proxies)  # type: ignore[method-assign]
+    log.info(
+        "serving %s; trusting %s; also answering to %s", conf.auth_url,
+        conf.trusted_proxies.describe(), ", ".join(conf.allowed_hosts) or "no other host",
+    )
 
     if migrations and conf.is_development and not app.config.get("TESTING"):
         _migrate_development_database(app)
@@ -114,6 +117,9 @@ def _configure_flask(app: Flask, conf: Settings) -> None:
         # The token lives as long as the CSRF cookie (the browser session), as in Auth.js:
         # a sign-in page left open over lunch still works.
         WTF_CSRF_TIME_LIMIT=None,
+        # Its Referer check compares with the request's Host; ours (extensions.CSRFProtect)
+        # compares Origin or Referer with AUTH_URL.
+        WTF_CSRF_SSL_STRICT=False,
         MAX_CONTENT_LENGTH=64 * 1024,
         MAX_FORM_MEMORY_SIZE=64 * 1024,
     )

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from flask import current_app, g, request
 from flask_login import LoginManager
 from flask_sqlalchemy import SQLAlchemy
-from flask_wtf.csrf import CSRFProtect
+from flask_wtf import csrf as wtf_csrf
 from sqlalchemy import MetaData
+
+from .hosts import is_own_origin
 
 # Deterministic constraint names, so migrations can drop and alter them on every database.
 NAMING_CONVENTION = {
@@ -15,6 +18,29 @@ NAMING_CONVENTION = {
     "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
     "pk": "pk_%(table_name)s",
 }
+
+
+
+class CSRFProtect(wtf_csrf.CSRFProtect):
+    """Flask-WTF's token check, then: a browser that names the page's origin names ours.
+
+    Flask-WTF's own Referer check (``WTF_CSRF_SSL_STRICT``, off in ``create_app``) compares
+    with the request's ``Host``; this one compares with AUTH_URL. ``Origin: null`` (sent
+    under ``Referrer-Policy: no-referrer``) and a missing header leave the token to decide.
+    """
+
+    def protect(self, apply_exemptions: bool = False) -> None:
+        super().protect(apply_exemptions)
+        if not g.get("csrf_valid"):
+            return
+        conf = current_app.extensions["webapp.settings"]
+        origin = request.headers.get("Origin")
+        if origin and origin != "null":
+            if not is_own_origin(origin, conf):
+                self._error_response("The request's Origin is not this site.")
+        elif request.referrer and not is_own_origin(request.referrer, conf):
+            self._error_response("The request's Referer is not this site.")
+
 
 db = SQLAlchemy(metadata=MetaData(naming_convention=NAMING_CONVENTION))
 login_manager = LoginManager()

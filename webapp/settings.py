@@ -17,6 +17,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
+from ipaddress import IPv4Network, IPv6Network, ip_network
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -60,6 +61,29 @@ class RateLimit:
 
 
 @dataclass(frozen=True)
+class TrustedProxies:
+    """The reverse proxies whose ``X-Forwarded-For`` and ``X-Forwarded-Proto`` we believe.
+
+    Either a number of hops (every request passes through exactly that many proxies, and
+    the app is reachable through them only) or the proxies' addresses (safer: a client
+    that reaches the app directly is never believed). Empty: no proxy is trusted.
+    """
+
+    hops: int = 0
+    networks: tuple[IPv4Network | IPv6Network, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.hops or self.networks)
+
+    def describe(self) -> str:
+        if self.networks:
+            return "proxies at " + ", ".join(str(n) for n in self.networks)
+        if self.hops:
+            return f"{self.hops} proxy hop{'s' if self.hops > 1 else ''} in front of every request"
+        return "no proxy (X-Forwarded-* headers are ignored)"
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything the application reads from its configuration."""
 
@@ -68,10 +92,11 @@ class Settings:
     secret: str
     #: Older secrets, accepted for reading only while a rotation is under way.
     previous_secrets: tuple[str, ...]
-    #: The public auth base URL, e.g. ``https://example.com/auth`` (no trailing slash).
+    #: The public auth base URL, e.g. ``https://example.com/auth`` (no trailing slash): the
+    #: only source of every absolute URL the app builds.
     auth_url: str
-    #: Derive scheme and host from the request (only behind a trusted proxy).
-    trust_host: bool
+    #: Proxies whose forwarded client address and scheme are believed (never their host).
+    trusted_proxies: TrustedProxies
     database_url: str
     config_path: str | None
     email_server: str | None
@@ -80,21 +105,38 @@ class Settings:
     #: each provider kind validates its own entries.
     provider_configs: tuple[Mapping[str, Any], ...]
     brand: Brand = field(default_factory=Brand)
+    #: Host names besides AUTH_URL's that requests may name (aliases a proxy forwards).
+    allowed_hosts: tuple[str, ...] = ()
+    #: AUTH_URL was not given (development only): links follow a loopback or allowed host.
+    auth_url_from_request: bool = False
     #: The demo credentials hook accepts any address with ``DEMO_PASSWORD``. Development only.
     demo_credentials: bool = False
     session_max_age: timedelta = timedelta(days=30)
     session_update_age: timedelta = timedelta(days=1)
-    #: Failed credentials attempts allowed per client IP per window.
+    #: Longest a session lives from its sign-in, however often it is used (then a new one).
+    session_max_age_absolute: timedelta = timedelta(days=90)
+    #: Live sessions one user may hold; a new sign-in ends the least recently used beyond it.
+    max_sessions_per_user: int = 50
+    #: ``Strict-Transport-Security`` max-age in seconds on an https AUTH_URL; 0: no header.
+    hsts_max_age: int = 31536000
+    #: Add ``includeSubDomains`` to HSTS (only when every subdomain serves https).
+    hsts_include_subdomains: bool = False
+    #: Failed credentials attempts allowed per client address (IPv6: per /64) per window.
     credentials_ip_limit: RateLimit = RateLimit(20, timedelta(minutes=15))
-    #: Failed credentials attempts allowed per identifier (e.g. e-mail) per window.
-    credentials_identifier_limit: RateLimit = RateLimit(5, timedelta(minutes=15))
+    #: Failed attempts per identifier (e.g. e-mail) from one client address, or from one
+    #: browser that has signed in as that identifier before: the strict limit.
+    credentials_identifier_ip_limit: RateLimit = RateLimit(5, timedelta(minutes=15))
+    #: Failed attempts per identifier from all browsers that never signed in as it: the
+    #: looser limit against a guess spread over many addresses.
+    credentials_identifier_limit: RateLimit = RateLimit(20, timedelta(minutes=15))
     #: Client log beacons accepted per IP per window.
     log_beacon_limit: RateLimit = RateLimit(60, timedelta(minutes=1))
     #: Largest accepted client log beacon body, in bytes.
     log_beacon_max_bytes: int = 4096
     #: Longest user agent string kept on a session row.
     user_agent_max_length: int = 512
-    #: How recent a sign-in must be to delete the account (a fresh proof of presence).
+    #: How recent a sign-in must be to change how someone signs in or to delete the
+    #: account (a fresh proof of presence; AUTH_REAUTH_MAX_AGE).
     account_reauth_window: timedelta = timedelta(minutes=10)
     #: Seconds to wait for a TCP connection to an identity provider.
     http_connect_timeout: float = 5.0
@@ -121,8 +163,12 @@ class Settings:
     #: Add ``X-SQL-Statements`` and ``X-SQL-Writes`` to every response (the benchmark's
     #: per-request SQL count; off in normal operation).
     sql_count_headers: bool = False
-    #: E-mail links sent per address per window; further requests send nothing (spec §5).
-    email_address_limit: RateLimit = RateLimit(3, timedelta(minutes=10))
+    #: E-mail messages per address requested from one client address, or from one browser
+    #: that has signed in as that address before; further requests send nothing.
+    email_address_ip_limit: RateLimit = RateLimit(3, timedelta(minutes=10))
+    #: E-mail messages per address requested from browsers that never signed in as it,
+    #: whatever their addresses: the looser limit against mail bombing from many addresses.
+    email_address_limit: RateLimit = RateLimit(10, timedelta(hours=1))
     #: E-mail links requested per client IP per window, whatever the addresses.
     email_ip_limit: RateLimit = RateLimit(20, timedelta(minutes=10))
     #: How long an e-mail link and its one-time code stay valid (spec §9).
@@ -194,6 +240,11 @@ def load_settings(
             return toml_auth[toml_key]
         return None
 
+    def rate(name: str, field_name: str) -> RateLimit:
+        """Parse the limit setting ``name`` (TOML key: the field's name), or its default."""
+        default: RateLimit = getattr(Settings, field_name)
+        return _parse_rate(name, get(name, field_name), default)
+
     env = str(get("APP_ENV", "env") or "production").strip().lower()
     if env not in ENVIRONMENTS:
         raise ConfigError(f"APP_ENV must be one of {', '.join(ENVIRONMENTS)}; got {env!r}")
@@ -215,11 +266,17 @@ def load_settings(
     )
 
     auth_url = _opt_str(get("AUTH_URL", "url"))
+    auth_url_from_request = auth_url is None
     if auth_url is None:
         if not development:
             raise ConfigError("AUTH_URL is required outside development, e.g. https://example.com/auth")
         auth_url = DEV_AUTH_URL
     auth_url = _validate_auth_url(auth_url)
+    trusted_proxies = _parse_trusted_proxies(
+        get("AUTH_TRUSTED_PROXIES", "trusted_proxies"),
+        _parse_bool("AUTH_TRUST_HOST", get("AUTH_TRUST_HOST", "trust_host")),
+    )
+    allowed_hosts = _parse_hosts(get("AUTH_ALLOWED_HOSTS", "allowed_hosts"))
 
     database_url = _opt_str(get("DATABASE_URL", "database_url"))
     if database_url is None:
@@ -280,7 +337,9 @@ def load_settings(
         secret=secret,
         previous_secrets=previous,
         auth_url=auth_url,
-        trust_host=bool(_parse_bool("AUTH_TRUST_HOST", get("AUTH_TRUST_HOST", "trust_host"))),
+        trusted_proxies=trusted_proxies,
+        allowed_hosts=allowed_hosts,
+        auth_url_from_request=auth_url_from_request,
         database_url=database_url,
         config_path=config_path,
         email_server=email_server,
@@ -296,13 +355,20 @@ def load_settings(
             "AUTH_HTTP_READ_TIMEOUT", get("AUTH_HTTP_READ_TIMEOUT", "http_read_timeout"),
             Settings.http_read_timeout,
         ),
-        email_address_limit=_parse_rate(
-            "EMAIL_ADDRESS_LIMIT", get("EMAIL_ADDRESS_LIMIT", "email_address_limit"),
-            Settings.email_address_limit,
+        email_address_limit=rate("EMAIL_ADDRESS_LIMIT", "email_address_limit"),
+        email_address_ip_limit=rate("EMAIL_ADDRESS_IP_LIMIT", "email_address_ip_limit"),
+        credentials_ip_limit=rate("AUTH_CREDENTIALS_IP_LIMIT", "credentials_ip_limit"),
+        credentials_identifier_ip_limit=rate(
+            "AUTH_CREDENTIALS_IDENTIFIER_IP_LIMIT", "credentials_identifier_ip_limit"
         ),
-        email_ip_limit=_parse_rate(
-            "EMAIL_IP_LIMIT", get("EMAIL_IP_LIMIT", "email_ip_limit"), Settings.email_ip_limit
+        credentials_identifier_limit=rate(
+            "AUTH_CREDENTIALS_IDENTIFIER_LIMIT", "credentials_identifier_limit"
         ),
+        account_reauth_window=timedelta(seconds=_parse_int(
+            "AUTH_REAUTH_MAX_AGE", get("AUTH_REAUTH_MAX_AGE", "reauth_max_age"),
+            int(Settings.account_reauth_window.total_seconds()), 1,
+        )),
+        email_ip_limit=rate("EMAIL_IP_LIMIT", "email_ip_limit"),
         email_timeout=_parse_seconds(
             "EMAIL_TIMEOUT", get("EMAIL_TIMEOUT", "email_timeout"), Settings.email_timeout
         ),
@@ -316,6 +382,23 @@ def load_settings(
         db_max_overflow=max_overflow,
         db_pool_pre_ping=bool(_parse_bool("DB_POOL_PRE_PING", get("DB_POOL_PRE_PING"))),
         sql_count_headers=bool(_parse_bool("SQL_COUNT_HEADERS", get("SQL_COUNT_HEADERS"))),
+        session_max_age_absolute=_parse_duration(
+            "AUTH_SESSION_MAX_AGE_ABSOLUTE",
+            get("AUTH_SESSION_MAX_AGE_ABSOLUTE", "session_max_age_absolute"),
+            Settings.session_max_age_absolute,
+        ),
+        max_sessions_per_user=_parse_int(
+            "AUTH_MAX_SESSIONS_PER_USER",
+            get("AUTH_MAX_SESSIONS_PER_USER", "max_sessions_per_user"),
+            Settings.max_sessions_per_user, 1,
+        ),
+        hsts_max_age=_parse_int(
+            "AUTH_HSTS_MAX_AGE", get("AUTH_HSTS_MAX_AGE", "hsts_max_age"), Settings.hsts_max_age, 0
+        ),
+        hsts_include_subdomains=bool(_parse_bool(
+            "AUTH_HSTS_INCLUDE_SUBDOMAINS",
+            get("AUTH_HSTS_INCLUDE_SUBDOMAINS", "hsts_include_subdomains"),
+        )),
     )
 
 
@@ -402,6 +485,65 @@ def _presets_from_env(env_vars: Mapping[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
+def _parse_trusted_proxies(value: Any, trust_host: bool | None) -> TrustedProxies:
+    """Parse ``AUTH_TRUSTED_PROXIES``: a hop count (``1``) or addresses and networks.
+
+    ``AUTH_TRUST_HOST=true`` without it keeps its old meaning, narrowed: one proxy hop,
+    believed for the client's address and scheme only (never for the host).
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return TrustedProxies(hops=1) if trust_host else TrustedProxies()
+    items = value if isinstance(value, list) else str(value).split(",")
+    text = [str(item).strip() for item in items if str(item).strip()]
+    if len(text) == 1 and text[0].isdigit():
+        hops = int(text[0])
+        if hops > 10:
+            raise ConfigError(f"AUTH_TRUSTED_PROXIES: {hops} hops is not a set-up (at most 10)")
+        return TrustedProxies(hops=hops)
+    networks = []
+    for item in text:
+        try:
+            networks.append(ip_network(item, strict=False))
+        except ValueError:
+            raise ConfigError(
+                "AUTH_TRUSTED_PROXIES must be a number of proxy hops (e.g. 1) or proxy "
+                f"addresses and networks (e.g. 127.0.0.1/32,10.0.0.0/8); got {item!r}"
+            ) from None
+    return TrustedProxies(networks=tuple(networks))
+
+
+_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+_HOST_RE = re.compile(rf"^(?:{_LABEL}\.)*{_LABEL}$")
+
+
+def _parse_hosts(value: Any) -> tuple[str, ...]:
+    """Parse ``AUTH_ALLOWED_HOSTS``: host names (no scheme, no port), comma-separated."""
+    if value is None:
+        return ()
+    items = value if isinstance(value, list) else str(value).split(",")
+    hosts = []
+    for item in items:
+        host = str(item).strip().lower().rstrip(".")
+        if not host:
+            continue
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        if not (_HOST_RE.fullmatch(host) or _is_ip(host)):
+            raise ConfigError(
+                f"AUTH_ALLOWED_HOSTS takes host names without scheme or port; got {item!r}"
+            )
+        hosts.append(host)
+    return tuple(hosts)
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ip_network(text)
+    except ValueError:
+        return False
+    return "/" not in text
+
+
 _RATE_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*([smh])\s*$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600}
 
@@ -434,6 +576,24 @@ def _parse_int(name: str, value: Any, default: int, minimum: int) -> int:
     if number < minimum:
         raise ConfigError(f"{name} must be at least {minimum}; got {number}")
     return number
+
+
+#: Longest duration a setting may name, about 100 years: later dates would overflow.
+_MAX_DURATION_SECONDS = 100 * 365 * 86400
+
+
+def _parse_duration(name: str, value: Any, default: timedelta) -> timedelta:
+    """Parse a lifetime given in whole seconds, as Auth.js's ``maxAge`` (``7776000``: 90 days)."""
+    if value is None:
+        return default
+    text = str(value).strip()
+    whole = not isinstance(value, bool) and text.isascii() and text.isdigit()
+    if not whole or not 0 < int(text) <= _MAX_DURATION_SECONDS:
+        raise ConfigError(
+            f"{name} must be a whole number of seconds, at least 1 (90 days: 7776000); "
+            f"got {value!r}"
+        )
+    return timedelta(seconds=int(text))
 
 
 def _parse_seconds(name: str, value: Any, default: float) -> float:

@@ -1,12 +1,19 @@
-"""The public base URL and origin of the auth routes, from AUTH_URL or a trusted proxy."""
+"""The site's public address: every absolute URL the app builds comes from AUTH_URL.
+
+Never from the request: a forged ``Host`` or ``X-Forwarded-Host`` must not be able to put
+another site into a sign-in link, a redirect or an OAuth ``redirect_uri`` (docs/security.md,
+"The site's address"). The one exception is development without AUTH_URL, where links
+follow the host the browser used if it is a loopback name or listed in AUTH_ALLOWED_HOSTS.
+"""
 
 from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from flask import current_app, request
+from flask import current_app, has_request_context, request
 
-from ..settings import Settings
+from ..hosts import hostname, request_host
+from ..settings import LOOPBACK_HOSTS, Settings
 
 
 def settings() -> Settings:
@@ -16,15 +23,13 @@ def settings() -> Settings:
 
 
 def origin() -> str:
-    """Return ``scheme://host[:port]`` of the site, e.g. ``https://example.com``.
-
-    With AUTH_TRUST_HOST the request's host is used (ProxyFix has applied the forwarded
-    headers); otherwise AUTH_URL is the only source, so a forged Host header cannot steer
-    links or redirects.
-    """
+    """Return ``scheme://host[:port]`` of the site, e.g. ``https://example.com``."""
     conf = settings()
-    if conf.trust_host and request:
-        return request.host_url.rstrip("/")
+    if conf.auth_url_from_request and has_request_context():
+        host = request_host()
+        name = hostname(host)
+        if name in LOOPBACK_HOSTS or name in conf.allowed_hosts:
+            return f"{request.scheme}://{host}"
     return conf.origin
 
 

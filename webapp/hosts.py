@@ -1,0 +1,79 @@
+"""Which host names this site answers to: a request naming another is refused with 400.
+
+The check runs before anything else a request can cause (a form, a cookie, a row, an
+e-mail), on the host the request names: its ``Host`` header, or the ``X-Forwarded-Host``
+of a trusted proxy (``webapp.proxies``). Accepted: AUTH_URL's host name, those listed in
+AUTH_ALLOWED_HOSTS and, in development, the loopback names. Ports are not compared, so a
+health check or an operator reaching one instance directly on its own port still works.
+The check is a second line: no URL is ever built from the request's host anyway.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from urllib.parse import urlsplit
+
+from flask import Flask, Response, jsonify, make_response, render_template, request
+
+from .logsafe import encode
+from .proxies import FORWARDED_HOST
+from .settings import LOOPBACK_HOSTS, Settings
+
+log = logging.getLogger(__name__)
+
+
+#: A well-formed Host value: a DNS name or IPv4 address, or a bracketed IPv6 address,
+#: with an optional port. Anything else (user info, paths, spaces) names no host of ours.
+_HOST_VALUE = re.compile(r"^(?:([a-z0-9._-]+)|\[([0-9a-f:.]+)\])(?::[0-9]{1,5})?$")
+
+
+def hostname(value: str) -> str:
+    """Return the host name of a ``Host``-style value (lower case, no port, no final dot).
+
+    A malformed value gives ``""``, which no setting accepts.
+    """
+    match = _HOST_VALUE.fullmatch(value.strip().lower())
+    if match is None:
+        return ""
+    return (match[1] or match[2]).rstrip(".")
+
+
+def accepted_hosts(conf: Settings) -> frozenset[str]:
+    """Return the host names requests may name under these settings."""
+    hosts = {urlsplit(conf.auth_url).hostname or "", *conf.allowed_hosts}
+    if conf.is_development:
+        hosts |= {h.strip("[]") for h in LOOPBACK_HOSTS}
+    return frozenset(hosts - {""})
+
+
+def is_own_origin(value: str, conf: Settings) -> bool:
+    """Whether an ``Origin`` or ``Referer`` value is this site: AUTH_URL's scheme, an
+    accepted host name (ports are not compared, as in the host check)."""
+    parts = urlsplit(value)
+    if parts.scheme != urlsplit(conf.auth_url).scheme and not (
+        conf.is_development and parts.scheme == "http"
+    ):
+        return False
+    return hostname(parts.netloc) in accepted_hosts(conf)
+
+
+def request_host() -> str:
+    """Return the host (with port) this request names: a trusted proxy's, else ``Host``."""
+    return str(request.environ.get(FORWARDED_HOST) or request.host)
+
+
+def init_app(app: Flask, conf: Settings) -> None:
+    """Refuse requests for foreign hosts; register this before any other request hook."""
+    accepted = accepted_hosts(conf)
+    expected = urlsplit(conf.auth_url).hostname or ""
+    json_paths = {f"{conf.base_path}/{name}" for name in ("session", "csrf", "providers")}
+
+    @app.before_request
+    def _check_host() -> Response | None:
+        if hostname(request_host()) in accepted:
+            return None
+        log.warning("refused request for foreign host %s", encode(request_host()))
+        if request.accept_mimetypes.best == "application/json" or request.path in json_paths:
+            return make_response(jsonify({"error": "UnknownHost", "expectedHost": expected}), 400)
+        return make_response(render_template("host_refused.html", expected=expected), 400)

@@ -1,0 +1,113 @@
+"""What may be written to a log line: untrusted values encoded, secrets redacted."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import unquote_plus
+
+#: Longest untrusted value a log line carries by default, in characters before encoding.
+LIMIT = 1000
+
+#: Query parameters whose values are secrets: the e-mail link's token, an OAuth callback's
+#: code and state, and those of features to come (RP-initiated and back-channel logout,
+#: the device flow). Matched case-insensitively and after percent-decoding the name, which
+#: is wider than the app reads them (it reads ``token`` only): redacting one too many
+#: costs nothing.
+SECRET_PARAMS = frozenset(
+    {"token", "code", "state", "id_token_hint", "logout_token", "device_code"}
+)
+REDACTED = "[redacted]"
+#: Request headers that carry credentials (session cookies, bearer and basic credentials):
+#: a log that copies headers (a custom gunicorn access-log format) shows ``[redacted]``.
+SECRET_HEADERS = frozenset({"cookie", "authorization", "proxy-authorization"})
+
+_SHORT = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(code_point: int) -> str:
+    char = chr(code_point)
+    if char in _SHORT:
+        return _SHORT[char]
+    return f"\\x{code_point:02x}" if code_point < 0x100 else f"\\u{code_point:04x}"
+
+
+# Every character a log reader or str.splitlines() could take for a line break or a
+# control: Unicode categories Cc (C0, DEL, C1, which hold \x0b \x0c \x1c-\x1e and \x85),
+# Zl (U+2028) and Zp (U+2029); and the backslash, so that an escape in the output always
+# means the encoder wrote it. tests/test_log_safety.py checks this set against unicodedata.
+_TABLE = {
+    c: _escape(c)
+    for c in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029, ord("\\"))
+}
+_SEPARATORS_TABLE = {0x2028: "\\u2028", 0x2029: "\\u2029"}
+
+# A parameter: its name follows the "?" or a separator. ";" counts as a separator, as some
+# servers and frameworks (not ours) split on it; a value ends at a separator or whitespace
+# (the " HTTP/1.1" of a request line). Applied to everything after the first "?", so a
+# request line with stray spaces in its target is still covered.
+_PARAM = re.compile(r"(?<=[?&;])([^&;=\s]*)=([^&;\s]*)")
+
+
+def encode(value: object, *, limit: int | None = LIMIT, quote: bool = False) -> str:
+    """Return ``value`` as text that stays on one log line and reads unambiguously.
+
+    Line breaks and controls become visible escapes (``\\n``, ``\\x85``, ``\\u2028``), a
+    backslash becomes ``\\\\``; text longer than ``limit`` characters is cut there and ends
+    with ``...[+N chars]``. With ``quote``, the result is wrapped in double quotes and
+    inner quotes are escaped (for ``key="value"`` fields). Plain printable text without a
+    backslash, the usual case, is returned as it is.
+    """
+    text = value if isinstance(value, str) else str(value)
+    cut = ""
+    if limit is not None and len(text) > limit:
+        cut = f"...[+{len(text) - limit} chars]"
+        text = text[:limit]
+    # isprintable() is False for every character in _TABLE but the backslash.
+    if not text.isprintable() or "\\" in text:
+        text = text.translate(_TABLE)
+    if quote:
+        return '"' + text.replace('"', '\\"') + cut + '"'
+    return text + cut
+
+
+def escape_separators(text: str) -> str:
+    """Escape U+2028 and U+2029, for text whose controls and backslashes are escaped already.
+
+    werkzeug's development server escapes C0, C1 and the backslash in its request line but
+    leaves these two, on which ``str.splitlines()`` breaks.
+    """
+    return text.translate(_SEPARATORS_TABLE) if not text.isascii() else text
+
+
+def redact(text: str) -> str:
+    """Return a URL, query string or request line with secret parameter values redacted.
+
+    ``GET /auth/callback/email?token=abc&email=a%40b.c HTTP/1.1`` becomes ``GET
+    /auth/callback/email?token=[redacted]&email=a%40b.c HTTP/1.1``. Names are kept as sent;
+    every occurrence of a repeated parameter is redacted; text without a ``?`` (or, for
+    :func:`redact_query`, any text) is returned as it is when nothing matches.
+    """
+    start = text.find("?")
+    if start < 0 or "=" not in text:
+        return text
+    return text[:start] + _PARAM.sub(_redact_param, text[start:])
+
+
+def redact_query(query: str) -> str:
+    """Like :func:`redact`, for a query string without its ``?`` (``QUERY_STRING``)."""
+    if "=" not in query:
+        return query
+    return _PARAM.sub(_redact_param, "?" + query)[1:]
+
+
+def _redact_param(match: re.Match[str]) -> str:
+    name = match.group(1)
+    if _is_secret(name):
+        return f"{name}={REDACTED}"
+    return match.group(0)
+
+
+def _is_secret(name: str) -> bool:
+    if "%" in name or "+" in name:
+        name = unquote_plus(name)
+    return name.strip().lower() in SECRET_PARAMS
