@@ -28,6 +28,8 @@ from flask.testing import FlaskClient
 from joserfc import jwt
 from joserfc.jwk import ECKey, RSAKey
 
+from .fixtures_smtp import EmailActions, Mailbox, link_of
+
 ROOT = Path(__file__).resolve().parent.parent
 APP_ORIGIN = "http://localhost"
 #: Accounts the Node provider knows; the authorization request's login_hint picks one.
@@ -36,6 +38,8 @@ ACCOUNTS: dict[str, dict[str, Any]] = {
     "bob": {"email": "bob@example.com", "email_verified": False, "name": "Bob"},
     "carol": {"name": "Carol"},
     "ann": {"email": "ann@example.com", "email_verified": True, "name": "Ann at the OP"},
+    # Someone else claiming Ann's address at a provider that does not verify it.
+    "mallory": {"email": "ann@example.com", "email_verified": False, "name": "Mallory"},
 }
 SECRET = "op-client-secret-" + "s" * 40
 #: Client id -> token endpoint auth method; the provider id in the app equals the client id.
@@ -360,6 +364,14 @@ def demo_sign_in(client: FlaskClient, email: str) -> None:
     response = client.post(
         "/auth/callback/demo", data={"csrfToken": csrf, "email": email, "password": "demo"}
     )
+    assert error_of(response) is None, response.headers.get("Location")
+
+
+def email_sign_in(client: FlaskClient, mailbox: Mailbox, email: str) -> None:
+    """Sign ``client`` in by e-mail link (needs EMAIL_SERVER=mailbox): a verified owner."""
+    actions = EmailActions(client)
+    actions.request_link(email)
+    response = actions.confirm(link_of(mailbox.last()))
     assert error_of(response) is None, response.headers.get("Location")
 
 

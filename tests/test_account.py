@@ -220,7 +220,8 @@ def test_delete_needs_a_recent_sign_in(app, client, auth):
         assert 'name="confirm"' not in page
         r = client.post("/account/delete", data={"csrfToken": auth.csrf(), "confirm": "DELETE"},
                         headers=HTMX)
-        assert "Sign in again, then delete it." in r.get_data(as_text=True)
+        # Sent to confirm it is them, then back to the delete form.
+        assert r.headers["HX-Redirect"] == "/account/confirm?next=%2Faccount%23delete"
     assert _count(app, User) == 1
 
 

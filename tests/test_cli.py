@@ -8,7 +8,7 @@ import sqlalchemy as sa
 from freezegun import freeze_time
 
 from webapp.extensions import db
-from webapp.models import RateLimitCounter, Session, VerificationToken
+from webapp.models import RateLimitCounter, Session, User, VerificationToken
 
 
 def count(app, model):
@@ -40,10 +40,13 @@ def test_cleanup_deletes_only_what_expired(app, client, auth, runner):
     assert result.exit_code == 0, result.output
     assert "deleted 1 expired session(s)" in result.output
     assert "deleted 1 expired verification token(s)" in result.output
-    assert "deleted 2 finished rate-limit window(s)" in result.output
+    # Every attempt is counted before the hook runs: the three 2026 attempts left windows
+    # per (identifier, address) and per identifier (3 + 3) and one for their address.
+    assert "deleted 7 finished rate-limit window(s)" in result.output
     assert count(app, Session) == 1
     assert count(app, VerificationToken) == 1
-    assert count(app, RateLimitCounter) == 0
+    # The live sign-in's windows (its attempt counted, then given back) are not finished.
+    assert count(app, RateLimitCounter) == 3
 
 
 def test_sessions_lists_and_filters(app, client, auth, runner):
@@ -86,3 +89,20 @@ def test_revoke_usage_errors(runner):
     assert result.exit_code == 1 and "no user with e-mail" in result.output
     result = runner.invoke(args=["auth", "revoke", "--session", "999999"])
     assert result.exit_code == 1 and "no session with id 999999" in result.output
+
+
+def test_revoke_by_address_ends_every_user_showing_it(app, client, auth, runner):
+    # The demo sign-in claims ann@ unverified; another user owns the address verified.
+    auth.signin("ann@example.com")
+    with app.app_context():
+        owner = User(email="ann@example.com", email_verified=datetime.now(UTC))
+        db.session.add(owner)
+        db.session.flush()
+        now = datetime.now(UTC)
+        db.session.add(Session(user_id=owner.id, token_hash="f" * 64,
+                               expires=now + timedelta(days=1), created_at=now,
+                               last_active_at=now))
+        db.session.commit()
+    result = runner.invoke(args=["auth", "revoke", "--user", "ANN@example.com"])
+    assert result.exit_code == 0 and "revoked 2 session(s) of 2 user(s)" in result.output
+    assert count(app, Session) == 0

@@ -12,7 +12,7 @@ from webapp.extensions import db
 from webapp.models import VerificationToken
 from webapp.settings import ConfigError, RateLimit
 
-from .fixtures_smtp import EmailActions
+from .fixtures_smtp import EmailActions, link_of
 
 VERIFY_REQUEST = "http://localhost/auth/verify-request?provider=email&type=email"
 
@@ -28,13 +28,14 @@ def request_from(app, address: str, ip: str = "198.51.100.7"):
     return EmailActions(client).request_link(address)
 
 
-def test_defaults_are_3_per_address_and_20_per_ip_per_10_minutes(app):
+def test_defaults(app):
     conf = app.extensions["webapp.settings"]
-    assert conf.email_address_limit == RateLimit(3, timedelta(minutes=10))
+    assert conf.email_address_ip_limit == RateLimit(3, timedelta(minutes=10))
+    assert conf.email_address_limit == RateLimit(10, timedelta(hours=1))
     assert conf.email_ip_limit == RateLimit(20, timedelta(minutes=10))
 
 
-def test_the_fourth_message_to_an_address_is_not_sent_even_after_a_restart(
+def test_the_fourth_message_to_an_address_from_one_ip_is_not_sent_even_after_a_restart(
     email_app, mailbox
 ):
     first = email_app()
@@ -44,7 +45,7 @@ def test_the_fourth_message_to_an_address_is_not_sent_even_after_a_restart(
 
     restarted = email_app()  # a new app (another worker, or after a deploy) on the same DB
     # Case and spacing do not make a new address.
-    throttled = request_from(restarted, " ANN@example.com ", ip="203.0.113.50")
+    throttled = request_from(restarted, " ANN@example.com ")
     assert throttled.status_code == 302
     assert throttled.headers["Location"] == VERIFY_REQUEST
     assert len(mailbox.messages) == 3
@@ -52,6 +53,39 @@ def test_the_fourth_message_to_an_address_is_not_sent_even_after_a_restart(
     # Another address is not affected.
     request_from(restarted, "bob@example.com")
     assert len(mailbox.messages) == 4
+
+
+def test_requests_from_others_cannot_silence_the_owner(email_app, mailbox):
+    app = email_app(EMAIL_ADDRESS_LIMIT="6/1h")
+    owner = app.test_client()
+    owner.environ_base["REMOTE_ADDR"] = "192.0.2.10"
+    EmailActions(owner).request_link("ann@example.com")
+    assert EmailActions(owner).confirm(link_of(mailbox.last())).status_code == 302
+    assert EmailActions(owner).session_email() == "ann@example.com"
+
+    # Someone else, from a few addresses, uses up the per-address allowance.
+    for n in range(8):
+        request_from(app, "ann@example.com", ip=f"203.0.113.{n // 3}")
+    sent = len(mailbox.messages)
+    assert sent == 6  # the owner's 1 + 5 more: the 6/1h per-address limit holds for them
+    # A new browser of the owner is silenced too (the cost of that limit) ...
+    assert request_from(app, "ann@example.com", ip="192.0.2.99").status_code == 302
+    assert len(mailbox.messages) == sent
+    # ... but the browser she signed in with before keeps its own allowance.
+    for _ in range(3):
+        EmailActions(owner).request_link("ann@example.com")
+    assert len(mailbox.messages) == sent + 3
+    EmailActions(owner).request_link("ann@example.com")
+    assert len(mailbox.messages) == sent + 3
+
+
+def test_ipv6_clients_are_counted_per_64(email_app, mailbox):
+    app = email_app(EMAIL_IP_LIMIT="2/10m")
+    for n in range(4):
+        request_from(app, f"user{n}@example.com", ip=f"2001:db8:1:2::{n + 1}")
+    assert len(mailbox.messages) == 2
+    request_from(app, "user9@example.com", ip="2001:db8:1:3::1")  # another /64
+    assert len(mailbox.messages) == 3
 
 
 def test_the_21st_request_from_one_ip_is_not_sent_even_after_a_restart(email_app, mailbox):

@@ -61,7 +61,14 @@ def test_schema_constraints_on_the_real_database(app):
             t: {tuple(u["column_names"]) for u in inspector.get_unique_constraints(t)}
             for t in ("users", "accounts", "sessions")
         }
-        assert ("email",) in uniques["users"]
+        # Only a verified address is unique: a partial unique index, no constraint.
+        assert ("email",) not in uniques["users"]
+        [verified_email] = [i for i in inspector.get_indexes("users")
+                            if i["name"] == "uq_users_verified_email"]
+        assert verified_email["unique"] and verified_email["column_names"] == ["email"]
+        where = verified_email["dialect_options"].get(
+            f"{db.engine.dialect.name}_where", "")
+        assert "email_verified IS NOT NULL" in str(where)
         assert ("provider", "provider_account_id") in uniques["accounts"]
         assert ("token_hash",) in uniques["sessions"]
         for table in ("accounts", "sessions"):

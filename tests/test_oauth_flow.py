@@ -13,7 +13,15 @@ from flask import Flask
 from webapp.extensions import db
 from webapp.models import Account, Session, User
 
-from .oauth_support import APP_ORIGIN, CLIENT_METHODS, Browser, demo_sign_in, error_of, query_of
+from .oauth_support import (
+    APP_ORIGIN,
+    CLIENT_METHODS,
+    Browser,
+    demo_sign_in,
+    email_sign_in,
+    error_of,
+    query_of,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -225,35 +233,36 @@ def test_account_of_another_user_is_not_taken_over_while_signed_in(
 
 
 def test_signed_in_user_cannot_link_an_account_with_another_users_email(
-    node_op: Any, make_oauth_app: Any
+    node_op: Any, make_oauth_app: Any, mailbox: Any
 ) -> None:
-    app = make_oauth_app([node_op.provider_config("op-basic")])
-    demo_sign_in(app.test_client(), "alice@example.com")
+    app = make_oauth_app([node_op.provider_config("op-basic")], EMAIL_SERVER=mailbox.url())
+    # Alice owns her address (proven by e-mail); an unverified holder would not block.
+    email_sign_in(app.test_client(), mailbox, "alice@example.com")
     browser = Browser(app.test_client())
     demo_sign_in(browser.client, "someone@example.com")
     assert error_of(browser.sign_in("op-basic", login_hint="alice")) == "OAuthAccountNotLinked"
-    assert [a.provider for a in rows(app, Account)] == ["demo", "demo"]
+    assert [a.provider for a in rows(app, Account)] == ["email", "demo"]
 
 
 def test_email_of_another_user_is_not_linked_by_default(
-    node_op: Any, make_oauth_app: Any
+    node_op: Any, make_oauth_app: Any, mailbox: Any
 ) -> None:
-    app = make_oauth_app([node_op.provider_config("op-basic")])
-    demo_sign_in(app.test_client(), "alice@example.com")
+    app = make_oauth_app([node_op.provider_config("op-basic")], EMAIL_SERVER=mailbox.url())
+    email_sign_in(app.test_client(), mailbox, "alice@example.com")
     browser = Browser(app.test_client())
     response = browser.sign_in("op-basic", login_hint="alice")
     assert error_of(response) == "OAuthAccountNotLinked"
     assert len(rows(app, User)) == 1
-    assert [a.provider for a in rows(app, Account)] == ["demo"]
+    assert [a.provider for a in rows(app, Account)] == ["email"]
     assert browser.client.get_cookie("auth.session-token") is None
 
 
 def test_email_linking_when_allowed_and_verified(
-    node_op: Any, make_oauth_app: Any
+    node_op: Any, make_oauth_app: Any, mailbox: Any
 ) -> None:
     app = make_oauth_app([node_op.provider_config(
-        "op-basic", allow_dangerous_email_account_linking=True)])
-    demo_sign_in(app.test_client(), "alice@example.com")
+        "op-basic", allow_dangerous_email_account_linking=True)], EMAIL_SERVER=mailbox.url())
+    email_sign_in(app.test_client(), mailbox, "alice@example.com")
     response = Browser(app.test_client()).sign_in("op-basic", login_hint="alice")
     assert error_of(response) is None
     [user] = rows(app, User)
@@ -261,15 +270,20 @@ def test_email_linking_when_allowed_and_verified(
     assert user.email_verified is not None
 
 
-def test_email_linking_allowed_but_unverified_is_refused(
-    node_op: Any, make_oauth_app: Any
+def test_email_linking_allowed_but_unverified_makes_a_separate_user(
+    node_op: Any, make_oauth_app: Any, mailbox: Any
 ) -> None:
+    """An unverified claim is never linked, and not refused either: refusing
+    would tell a prober that the address has an account."""
     app = make_oauth_app([node_op.provider_config(
-        "op-basic", allow_dangerous_email_account_linking=True)])
-    demo_sign_in(app.test_client(), "bob@example.com")
+        "op-basic", allow_dangerous_email_account_linking=True)], EMAIL_SERVER=mailbox.url())
+    email_sign_in(app.test_client(), mailbox, "bob@example.com")
     response = Browser(app.test_client()).sign_in("op-basic", login_hint="bob")
-    assert error_of(response) == "OAuthAccountNotLinked"
-    assert [a.provider for a in rows(app, Account)] == ["demo"]
+    assert error_of(response) is None
+    owner, claimant = rows(app, User)
+    assert owner.email_verified is not None and claimant.email_verified is None
+    assert [(a.provider, a.user_id) for a in rows(app, Account)] == [
+        ("email", owner.id), ("op-basic", claimant.id)]
 
 
 def test_new_identity_creates_user_and_account(node_op: Any, make_oauth_app: Any) -> None:

@@ -6,6 +6,7 @@ import click
 from flask.cli import AppGroup
 from sqlalchemy import delete, func, select
 
+from . import logsafe
 from .auth import ratelimit
 from .auth.sessions import delete_expired
 from .database import execute_counting
@@ -47,11 +48,14 @@ def list_sessions(email: str | None, include_expired: bool) -> None:
     click.echo(f"{'id':>6}  {'user':<30} {'created':<20} {'last active':<20} {'expires':<20} "
                f"{'ip':<16} {'provider':<12} user agent")
     for session, user_email in rows:
+        # The address and user agent were sent by clients: encoded, so that no control
+        # character (an ESC or C1 sequence) reaches the operator's terminal.
         click.echo(
             f"{session.id:>6}  {(user_email or '-'):<30.30} {_when(session.created_at):<20} "
             f"{_when(session.last_active_at):<20} {_when(session.expires):<20} "
-            f"{(session.ip or '-'):<16} {(session.provider or '-'):<12} "
-            f"{(session.user_agent or '-')[:60]}"
+            f"{logsafe.encode(session.ip or '-', limit=None):<16} "
+            f"{(session.provider or '-'):<12} "
+            f"{logsafe.encode((session.user_agent or '-')[:60], limit=None)}"
         )
 
 
@@ -62,19 +66,23 @@ def revoke(email: str | None, session_id: int | None) -> None:
     """Delete sessions: all of one user's, or one by id (see `flask auth sessions`)."""
     if (email is None) == (session_id is None):
         raise click.UsageError("give exactly one of --user EMAIL or --session ID")
+    users = ""
     if session_id is not None:
         count = execute_counting(delete(Session).where(Session.id == session_id))
     else:
-        user_id = db.session.scalar(
+        # Every user holding the address: its verified owner and any unverified claimant
+        # (an address is identity only once verified, so several users may show it).
+        user_ids = list(db.session.scalars(
             select(User.id).where(func.lower(User.email) == str(email).strip().lower())
-        )
-        if user_id is None:
+        ))
+        if not user_ids:
             raise click.ClickException(f"no user with e-mail {email}")
-        count = execute_counting(delete(Session).where(Session.user_id == user_id))
+        count = execute_counting(delete(Session).where(Session.user_id.in_(user_ids)))
+        users = f" of {len(user_ids)} user(s)"
     db.session.commit()
     if session_id is not None and count == 0:
         raise click.ClickException(f"no session with id {session_id}")
-    click.echo(f"revoked {count} session(s)")
+    click.echo(f"revoked {count} session(s){users}")
 
 
 def _when(moment: object) -> str:

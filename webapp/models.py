@@ -22,6 +22,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Mapped, mapped_column, relationship
@@ -64,12 +65,25 @@ class User(db.Model):
     """A person who can sign in."""
 
     __tablename__ = "users"
-    __table_args__ = {"comment": "People who can sign in; one row per person."}
+    __table_args__ = (
+        Index("ix_users_email", "email"),
+        # An address is identity only once proven: unverified claims may share it (see
+        # accounts.py), a verified one belongs to one user. Migration 0003 made it so.
+        Index(
+            "uq_users_verified_email",
+            "email",
+            unique=True,
+            postgresql_where=text("email_verified IS NOT NULL"),
+            sqlite_where=text("email_verified IS NOT NULL"),
+        ),
+        {"comment": "People who can sign in; one row per person."},
+    )
 
     id: Mapped[int] = mapped_column(BigIntPK, primary_key=True)
     name: Mapped[str | None] = mapped_column(String(255), comment="Display name")
     email: Mapped[str | None] = mapped_column(
-        String(320), unique=True, comment="Normalised e-mail address (lower case); unique"
+        String(320),
+        comment="Normalised e-mail address (lower case); unique among verified addresses",
     )
     email_verified: Mapped[datetime | None] = mapped_column(
         UTCDateTime, comment="When the address was last proven (e-mail link or verified provider)"

@@ -9,6 +9,8 @@ from typing import Any
 
 from flask import Flask, Response, g, has_request_context, request
 
+from . import logsafe
+
 REQUEST_ID_HEADER = "X-Request-ID"
 _VALID_ID = re.compile(r"^[A-Za-z0-9._-]{8,64}$")
 
@@ -36,6 +38,34 @@ def _install_record_factory() -> None:
     logging.setLogRecordFactory(factory)
 
 
+class _DevServerRedaction(logging.Filter):
+    """Redact secrets in the development server's request lines (the ``werkzeug`` logger).
+
+    werkzeug logs ``"GET /auth/callback/email?token=… HTTP/1.1" 200 -`` with the request
+    line as the first argument of the record. It escapes C0, C1 and the backslash in it
+    but not U+2028 and U+2029, which this escapes; its colours stay.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                logsafe.escape_separators(logsafe.redact(a)) if isinstance(a, str) else a
+                for a in record.args
+            )
+        return True
+
+
+def _install_dev_server_redaction() -> None:
+    """Put the redaction on the ``werkzeug`` logger, once per process.
+
+    On the logger rather than a handler: werkzeug adds its own handler when it finds
+    none, and any handler (a WSGI server's, pytest's) then sees the redacted record.
+    """
+    logger = logging.getLogger("werkzeug")
+    if not any(isinstance(f, _DevServerRedaction) for f in logger.filters):
+        logger.addFilter(_DevServerRedaction())
+
+
 def init_app(app: Flask) -> None:
     """Assign request ids, echo them in a header, and configure logging if nobody has."""
 
@@ -52,6 +82,7 @@ def init_app(app: Flask) -> None:
         return response
 
     _install_record_factory()
+    _install_dev_server_redaction()
     root = logging.getLogger()
     if not root.handlers:
         handler = logging.StreamHandler()

@@ -16,11 +16,14 @@ from typing import Any, TypeVar, cast
 from flask import Blueprint, Response, jsonify, request
 from flask_wtf.csrf import CSRFError
 
-from ..auth.sessions import AuthSession, current_session, iso_utc
+from ..auth import reauth, urls
+from ..auth.sessions import AuthSession, current_session, iso_utc, mark_personal
 from ..extensions import db
 from . import flows
 
 bp = Blueprint("account_api", __name__)
+# Personal, as the account pages; _no_store below keeps this area's own header.
+bp.before_request(mark_personal)
 
 STATUS = {
     flows.NOT_FOUND: 404,
@@ -60,7 +63,10 @@ def _csrf_failed(_exc: CSRFError) -> tuple[Response, int]:
 @bp.errorhandler(flows.AccountError)
 def _refused(exc: flows.AccountError) -> tuple[Response, int]:
     db.session.rollback()
-    return jsonify({"error": exc.code, "message": exc.message}), STATUS.get(exc.code, 400)
+    body = {"error": exc.code, "message": exc.message}
+    if exc.code == flows.REAUTH_REQUIRED:
+        body["confirmUrl"] = urls.origin() + reauth.confirm_url("/account")
+    return jsonify(body), STATUS.get(exc.code, 400)
 
 
 @bp.get("")
@@ -93,7 +99,7 @@ def overview(session: AuthSession) -> Response:
 @bp.post("/accounts/<int:account_id>/unlink")
 @session_required
 def unlink(session: AuthSession, account_id: int) -> Response:
-    removed = flows.unlink_account(user_id=session.user.id, account_id=account_id)
+    removed = flows.unlink_account(user_id=session.user.id, account_id=account_id, current=session)
     db.session.commit()
     return jsonify({"unlinked": removed.id})
 

@@ -12,7 +12,7 @@ from datetime import datetime
 
 from sqlalchemy import delete, select
 
-from ..auth import urls
+from ..auth import reauth
 from ..auth.providers import providers
 from ..auth.sessions import AuthSession, end_current_session
 from ..database import execute_counting
@@ -98,15 +98,6 @@ def _accounts(user_id: int) -> list[Account]:
     )
 
 
-def _reauth_minutes() -> int:
-    return int(urls.settings().account_reauth_window.total_seconds() // 60)
-
-
-def is_recent_signin(session: AuthSession) -> bool:
-    """Whether ``session`` was created within the re-authentication window."""
-    return utcnow() - session.created_at <= urls.settings().account_reauth_window
-
-
 def account_overview(*, user_id: int, session: AuthSession) -> Overview:
     """Return everything the account page shows for the signed-in user."""
     user = db.session.get(User, user_id)
@@ -144,13 +135,66 @@ def account_overview(*, user_id: int, session: AuthSession) -> Overview:
             # This browser's session first, then the most recently active.
             for s in sorted(rows, key=lambda s: s.id != session.id)
         ],
-        recently_signed_in=is_recent_signin(session),
-        reauth_minutes=_reauth_minutes(),
+        recently_signed_in=reauth.is_recent(session),
+        reauth_minutes=reauth.window_minutes(),
     )
 
 
-def unlink_account(*, user_id: int, account_id: int) -> LinkedAccount:
-    """Remove one of the user's sign-in methods; refuse to remove the last one."""
+@dataclass(frozen=True)
+class ConfirmMethod:
+    """One way the user can confirm it is them: a sign-in with a method they already have."""
+
+    kind: str
+    provider_id: str
+    name: str
+    #: Pre-filled identifier: the address for e-mail, the account's subject for credentials.
+    hint: str | None = None
+    #: The credentials form's fields (name, label, type), for ``kind == "credentials"``.
+    fields: tuple[tuple[str, str, str], ...] = ()
+
+
+def confirmation_methods(*, user_id: int) -> list[ConfirmMethod]:
+    """Return the sign-ins that confirm this user: their linked providers and, for a
+    verified address, an e-mail link or code (an unverified one proves nothing)."""
+    user = db.session.get(User, user_id)
+    if user is None:
+        raise AccountError(NOT_FOUND, "This account no longer exists.")
+    configured = providers()
+    methods = []
+    for account in _accounts(user_id):
+        provider = configured.get(account.provider)
+        if provider is None:
+            continue
+        if provider.type in LINKABLE_TYPES:
+            methods.append(ConfirmMethod("oauth", provider.id, provider.name))
+        elif provider.type == "credentials":
+            fields = tuple((f.name, f.label, f.type) for f in getattr(provider, "fields", ()))
+            methods.append(ConfirmMethod("credentials", provider.id, provider.name,
+                                         account.provider_account_id, fields))
+    if user.email and user.email_verified:
+        email = next((p for p in configured.values() if p.type == "email"), None)
+        if email is not None:
+            methods.append(ConfirmMethod("email", email.id, email.name, user.email))
+    return methods
+
+
+def link_option(*, user_id: int, provider_id: str) -> LinkOption | None:
+    """Return ``provider_id`` as a provider the user can link now, or None."""
+    provider = providers().get(provider_id)
+    if provider is None or provider.type not in LINKABLE_TYPES:
+        return None
+    if any(a.provider == provider_id for a in _accounts(user_id)):
+        return None
+    return LinkOption(provider.id, provider.name)
+
+
+def unlink_account(*, user_id: int, account_id: int, current: AuthSession) -> LinkedAccount:
+    """Remove one of the user's sign-in methods; refuse to remove the last one.
+
+    Needs a recent sign-in (``reauth``): with an old stolen cookie, removing the owner's
+    methods would lock her out for good.
+    """
+    _require_recent(current)
     user = db.session.get(User, user_id)
     accounts = _accounts(user_id)
     account = next((a for a in accounts if a.id == account_id), None)
@@ -197,12 +241,7 @@ def delete_account(*, user_id: int, current: AuthSession, confirmation: str) -> 
     """
     if confirmation.strip() != DELETE_CONFIRMATION:
         raise AccountError(NOT_CONFIRMED, f"Type {DELETE_CONFIRMATION} to confirm.")
-    if not is_recent_signin(current):
-        raise AccountError(
-            REAUTH_REQUIRED,
-            f"For your safety, deleting your account needs a sign-in in the last "
-            f"{_reauth_minutes()} minutes. Sign in again, then delete it.",
-        )
+    _require_recent(current)
     user = db.session.get(User, user_id)
     if user is None:
         raise AccountError(NOT_FOUND, "This account no longer exists.")
@@ -217,3 +256,11 @@ def delete_account(*, user_id: int, current: AuthSession, confirmation: str) -> 
         )
     db.session.execute(delete(User).where(User.id == user_id))
 
+
+def _require_recent(current: AuthSession) -> None:
+    if not reauth.is_recent(current):
+        raise AccountError(
+            REAUTH_REQUIRED,
+            f"For your safety, this needs a sign-in in the last {reauth.window_minutes()} "
+            "minutes. Confirm it is you, and you will be brought back here.",
+        )

@@ -25,11 +25,15 @@ from flask import (
 from flask.typing import ResponseReturnValue
 from flask_login import current_user, login_required
 
-from ..auth.sessions import AuthSession, current_session
+from ..auth import reauth
+from ..auth.redirects import is_safe_callback_url
+from ..auth.sessions import AuthSession, current_session, mark_personal
 from ..extensions import db
 from . import flows
 
 bp = Blueprint("account", __name__)
+# Every answer here is personal, even the signed-out redirect: never cached (ui.csp).
+bp.before_request(mark_personal)
 
 #: The template of each section an action can re-render.
 SECTIONS = {
@@ -70,14 +74,52 @@ def overview() -> str:
     return render_template("account/index.html", view=view, notices=notices)
 
 
+@bp.get("/account/confirm")
+@login_required
+def confirm() -> str:
+    """Ask for a fresh sign-in with a method the user already has, then go to ``next``."""
+    next_path = request.args.get("next", "")
+    if not is_safe_callback_url(next_path) or not next_path.startswith("/"):
+        next_path = url_for("account.overview")
+    return render_template(
+        "account/confirm.html",
+        methods=flows.confirmation_methods(user_id=current_user.id),
+        next_path=next_path,
+        minutes=reauth.window_minutes(),
+    )
+
+
+@bp.get("/account/link/<provider_id>")
+@login_required
+def link_page(provider_id: str) -> ResponseReturnValue:
+    """The step a confirmation returns to before linking: one button, no surprise."""
+    option = flows.link_option(user_id=current_user.id, provider_id=provider_id)
+    if option is None:
+        return redirect(url_for("account.overview", _anchor="accounts"), code=303)
+    return render_template("account/link.html", option=option)
+
+
+@bp.get("/account/accounts/<int:account_id>/unlink")
+@login_required
+def unlink_page(account_id: int) -> ResponseReturnValue:
+    """The step a confirmation returns to before removing a method."""
+    view = flows.account_overview(user_id=current_user.id, session=_session())
+    account = next((a for a in view.accounts if a.id == account_id), None)
+    if account is None:
+        return redirect(url_for("account.overview", _anchor="accounts"), code=303)
+    return render_template("account/unlink.html", account=account)
+
+
 @bp.post("/account/accounts/<int:account_id>/unlink")
 @login_required
 def unlink(account_id: int) -> ResponseReturnValue:
     def action() -> Done:
-        removed = flows.unlink_account(user_id=current_user.id, account_id=account_id)
+        removed = flows.unlink_account(
+            user_id=current_user.id, account_id=account_id, current=_session()
+        )
         return Done(f"{removed.provider_name} was removed from your sign-in methods.")
 
-    return _respond("accounts", action)
+    return _respond("accounts", action, again=url_for("account.unlink_page", account_id=account_id))
 
 
 @bp.post("/account/sessions/<int:session_id>/end")
@@ -108,16 +150,27 @@ def delete() -> ResponseReturnValue:
         flows.delete_account(user_id=current_user.id, current=_session(), confirmation=confirmation)
         return Done("Your account and everything linked to it were deleted.", signed_out=True)
 
-    return _respond("delete", action)
+    return _respond("delete", action, again=url_for("account.overview", _anchor="delete"))
 
 
-def _respond(section: str, action: Callable[[], Done]) -> ResponseReturnValue:
-    """Run ``action``, commit, and answer: the section (htmx) or a redirect (plain form)."""
+def _respond(
+    section: str, action: Callable[[], Done], *, again: str | None = None
+) -> ResponseReturnValue:
+    """Run ``action``, commit, and answer: the section (htmx) or a redirect (plain form).
+
+    An action refused for want of a recent sign-in sends the browser to the confirmation
+    page, which leads back to ``again`` (the page to repeat the action from).
+    """
     try:
         done = action()
         db.session.commit()
     except flows.AccountError as exc:
         db.session.rollback()
+        if exc.code == flows.REAUTH_REQUIRED and again is not None:
+            target = reauth.confirm_url(again)
+            if _is_htmx():
+                return Response(status=204, headers={"HX-Redirect": target})
+            return redirect(target, code=303)
         return _answer(section, exc.message, "error")
     if done.signed_out:
         flash(done.message, "success")

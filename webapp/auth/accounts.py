@@ -1,26 +1,37 @@
 """Account linking: which user a provider identity signs in, creating users and accounts.
 
-The rules (spec §7): a known (provider, subject) signs in its user; someone already signed
-in links a new account to themselves; a new account whose e-mail belongs to another user
-is refused (OAuthAccountNotLinked) unless the provider allows e-mail linking and vouches
-that the address is verified; otherwise a new user and account are created. Unique
-constraints decide races: when two first sign-ins of one identity run at once, the loser
-of the INSERT finds the winner's rows instead of creating a second user.
+The rules (the table is in docs/security.md, "Account linking"): a
+known (provider, subject) signs in its user; someone already signed in links a new
+account to themselves; otherwise an address counts only when it is verified. A verified
+address another user owns joins that user if the provider may link by e-mail, else
+OAuthAccountNotLinked; a verified address nobody owns makes a new user, who takes it from
+any unverified holders; an unverified address always makes a new user of its own, so it
+can neither pre-hijack the owner's account nor tell a prober that the owner exists.
+Unique constraints decide races: when two first sign-ins of one identity or one verified
+address run at once, the loser of the INSERT finds the winner's rows instead.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
 from ..extensions import db
 from ..models import Account, User, utcnow
+from . import urls
 from .errors import AuthError
 from .hooks import UserInfo, account_linked, user_created
+
+log = logging.getLogger(__name__)
+
+#: Longest picture URL kept; longer ones are dropped, not cut (a cut URL is another URL).
+MAX_PICTURE_URL = 2048
 
 
 @dataclass(frozen=True)
@@ -92,44 +103,74 @@ def _resolve_once(
                 "OAuthAccountNotLinked", f"{provider} account belongs to another user"
             )
         _update_tokens(account, tokens)
-        user = account.user
-        if info.email_verified and info.email and user.email == info.email:
-            user.email_verified = user.email_verified or utcnow()
-        return Resolved(user, account, is_new_user=False, is_new_account=False)
+        _confirm_address(account.user, info)
+        return Resolved(account.user, account, is_new_user=False, is_new_account=False)
 
+    # Only a verified claim names an owner: an unverified one is just what someone typed.
     email = info.email
+    owner = _owner_of(email) if email and info.email_verified else None
     if current_user_id is not None:
         current = db.session.get(User, current_user_id)
         if current is None:
             raise AuthError("OAuthAccountNotLinked", "signed-in user vanished")
-        if email:
-            other = _user_by_email(email)
-            if other is not None and other.id != current.id:
-                raise AuthError(
-                    "OAuthAccountNotLinked", f"{provider} e-mail belongs to another user"
-                )
-        return _link(current, provider, provider_type, subject, tokens, is_new_user=False)
+        if owner is not None and owner.id != current.id:
+            raise AuthError(
+                "OAuthAccountNotLinked", f"{provider} e-mail belongs to another user"
+            )
+        resolved = _link(current, provider, provider_type, subject, tokens, is_new_user=False)
+        _confirm_address(current, info)
+        return resolved
 
-    if email:
-        existing = _user_by_email(email)
-        if existing is not None:
-            if not (allow_email_linking and info.email_verified):
-                raise AuthError(
-                    "OAuthAccountNotLinked", f"{provider} account e-mail belongs to another user"
-                )
-            existing.email_verified = existing.email_verified or utcnow()
-            return _link(existing, provider, provider_type, subject, tokens, is_new_user=False)
+    if owner is not None:
+        if not allow_email_linking:
+            # The claim is verified, so this tells the prover only what they proved.
+            raise AuthError(
+                "OAuthAccountNotLinked", f"{provider} account e-mail belongs to another user"
+            )
+        return _link(owner, provider, provider_type, subject, tokens, is_new_user=False)
 
+    # A new user, whether or not someone else owns an unverified claim's address: the
+    # answer must not depend on it (a prober would learn who has an account).
+    verified = bool(email and info.email_verified)
     user = User(
         email=email,
         name=info.name,
-        image=info.image,
-        email_verified=utcnow() if (email and info.email_verified) else None,
+        image=picture_url(info.image, allow_http=urls.settings().is_development),
+        email_verified=utcnow() if verified else None,
     )
     db.session.add(user)
     db.session.flush()
+    if verified and email:
+        _withdraw_unverified_claims(email, owner=user)
     user_created.send(user=user)
     return _link(user, provider, provider_type, subject, tokens, is_new_user=True)
+
+
+def picture_url(url: str | None, *, allow_http: bool) -> str | None:
+    """Return ``url`` if it is safe to store as a profile picture, else None.
+
+    Safe: an absolute ``https:`` URL (``http:`` too when ``allow_http``, i.e. in
+    development) with a host, no user-info, no control characters or spaces, at most
+    MAX_PICTURE_URL long. The value comes from a provider's profile or an app's hook and
+    ends up in ``<img src>`` and the session JSON: ``javascript:`` or ``data:`` would be
+    script or content the provider chose, a relative or schemeless URL a request to this
+    site (or wherever a client resolves it), plain ``http:`` mixed content.
+    """
+    if not url or len(url) > MAX_PICTURE_URL:
+        return None
+    # urlsplit silently drops tabs and newlines and strips leading controls: check first.
+    if any(ord(ch) <= 0x20 or 0x7F <= ord(ch) <= 0x9F for ch in url):
+        return None
+    try:
+        parts = urlsplit(url)
+        if parts.port == 0:  # .port also raises ValueError for one that is not a number
+            return None
+    except ValueError:
+        return None
+    schemes = ("https", "http") if allow_http else ("https",)
+    if parts.scheme not in schemes or not parts.hostname or "@" in parts.netloc:
+        return None
+    return url
 
 
 def _link(
@@ -168,5 +209,47 @@ def _update_tokens(account: Account, tokens: Mapping[str, Any]) -> None:
             setattr(account, name, tokens[name])
 
 
-def _user_by_email(email: str) -> User | None:
-    return db.session.execute(select(User).where(User.email == email)).scalar_one_or_none()
+def _owner_of(email: str) -> User | None:
+    """Return the user whose address ``email`` is verified (at most one, by the index)."""
+    return db.session.execute(
+        select(User).where(User.email == email, User.email_verified.is_not(None))
+    ).scalar_one_or_none()
+
+
+def _confirm_address(user: User, info: UserInfo) -> None:
+    """Mark ``user``'s own address verified when ``info`` vouches for it, if it is free.
+
+    An address another user already owns stays unverified here, quietly: the sign-in
+    itself is fine, the address just is not this user's to own.
+    """
+    email = info.email
+    if not (email and info.email_verified and user.email == email):
+        return
+    if user.email_verified is not None:
+        return
+    if _owner_of(email) is not None:
+        return
+    user.email_verified = utcnow()
+    # Flushed here, inside the savepoint: a concurrent owner's INSERT makes this fail where
+    # resolve_user can retry, not at commit.
+    db.session.flush()
+    _withdraw_unverified_claims(email, owner=user)
+
+
+def _withdraw_unverified_claims(email: str, *, owner: User) -> None:
+    """Clear ``email`` from every other user holding it unverified, now that ``owner`` does.
+
+    Afterwards no two users show the address, so nothing that reads ``users.email`` (the
+    account page, the session, an application) can mistake a pre-hijacker for the owner.
+    A claim made later still may coexist: the verified flag, not the column, is identity.
+    """
+    withdrawn = db.session.execute(
+        update(User)
+        .where(User.email == email, User.email_verified.is_(None), User.id != owner.id)
+        .values(email=None)
+        .returning(User.id)
+    ).scalars().all()
+    if withdrawn:
+        # No address in the log: the ids are enough to follow it up.
+        log.info("user %s proved an address; unverified claim withdrawn from users %s",
+                 owner.id, ", ".join(map(str, withdrawn)))

@@ -1,8 +1,9 @@
 """The client log beacon (``POST _log``): accept small reports and log them safely.
 
 Browsers report errors here. The body is untrusted: it is size-capped before parsing,
-each field is truncated and stripped of control characters (no forged log lines), the
-level is mapped to one of ours, and reports are rate limited per IP.
+each key and value is truncated and encoded by ``logsafe`` (no forged log lines), the level
+is mapped to one of ours, and reports are rate limited per IP. The line reads
+``client report code="…" message="…" …``: every value quoted, so none can pose as a field.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from flask import Request
 
+from .. import logsafe
 from . import ratelimit, urls
 
 client_log = logging.getLogger("webapp.client")
@@ -22,7 +24,9 @@ LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
           "warning": logging.WARNING, "error": logging.ERROR}
 FIELD_MAX = 500
 MAX_FIELDS = 20
-_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f]")
+KEY_MAX = 64
+# A key shown bare; any other key is quoted and encoded like a value.
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
 def accept(request: Request) -> str | None:
@@ -34,17 +38,13 @@ def accept(request: Request) -> str | None:
     fields = _parse(request)
     if fields is None:
         return "MalformedBody"
-    if ratelimit.hit(f"log-ip:{request.remote_addr}", conf.log_beacon_limit) > (
-        conf.log_beacon_limit.limit
-    ):
+    key = f"log-ip:{ratelimit.client_network(request.remote_addr)}"
+    if ratelimit.admit([(key, conf.log_beacon_limit)]) is None:
         return "RateLimited"
     level = LEVELS.get(str(fields.pop("level", "error")).lower(), logging.ERROR)
-    clean = {
-        _clean(str(k))[:64]: _clean(v if isinstance(v, str) else json.dumps(v))[:FIELD_MAX]
-        for k, v in list(fields.items())[:MAX_FIELDS]
-    }
-    code = clean.pop("code", "-")
-    client_log.log(level, "client report code=%s fields=%s", code, json.dumps(clean))
+    pairs = [f"code={_value(fields.pop('code', '-'))}"]
+    pairs += [f"{_key(str(k))}={_value(v)}" for k, v in list(fields.items())[:MAX_FIELDS]]
+    client_log.log(level, "client report %s", " ".join(pairs))
     return None
 
 
@@ -60,5 +60,13 @@ def _parse(request: Request) -> dict[str, Any] | None:
     return None
 
 
-def _clean(text: str) -> str:
-    return _UNPRINTABLE.sub(" ", text)
+def _key(key: str) -> str:
+    if _PLAIN_KEY.fullmatch(key):
+        return key
+    return logsafe.encode(key, limit=KEY_MAX, quote=True)
+
+
+def _value(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    # A report may quote a page's URL, and the link page's URL carries the token.
+    return logsafe.encode(logsafe.redact(text), limit=FIELD_MAX, quote=True)

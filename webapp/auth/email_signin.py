@@ -25,9 +25,10 @@ from datetime import datetime
 
 from sqlalchemy import Row, delete, insert, select, update
 
+from .. import logsafe
 from ..extensions import db
 from ..models import VerificationToken, utcnow
-from . import cookies, ratelimit, urls
+from . import cookies, known_browsers, ratelimit, urls
 from .accounts import resolve_user
 from .addresses import InvalidAddress, normalize_email
 from .errors import AuthError
@@ -71,7 +72,8 @@ def start_email_signin(
         raise AuthError("EmailSignin", f"invalid address: {exc}") from None
     answer = urls.auth_url("verify-request", provider=provider_id, type="email")
     if _throttled(address, ip):
-        log.info("e-mail sign-in throttled (ip %s); nothing sent", ip)
+        # Behind a trusted proxy the address comes from X-Forwarded-For: client text.
+        log.info("e-mail sign-in throttled (ip %s); nothing sent", logsafe.encode(ip))
         return answer
 
     conf = urls.settings()
@@ -240,6 +242,7 @@ def _sign_in(
         create_error="EmailCreateAccount",
     )
     cookies.clear_cookie(browser_cookie_name(), path=_browser_cookie_path())
+    known_browsers.remember(ratelimit.identifier_hash(address))
     return finish_signin(
         resolved, provider=provider_id, callback_url=spent.callback_url or callback_url
     )
@@ -255,17 +258,21 @@ def _link_address(email: str, token: str) -> str:
 
 
 def _throttled(address: str, ip: str | None) -> bool:
-    """Count this request against its IP and its address; say whether either is over.
+    """Count this request against its limits; say whether one is over (then send nothing).
 
     Counting before deciding makes the check atomic: of concurrent requests exactly
-    ``limit`` pass. The address is counted under a keyed hash, so the counter table is no
-    list of who asked to sign in.
+    ``limit`` pass. A browser that has signed in as the address before has its own
+    allowance, so requests from anyone else cannot silence the owner's.
     """
     conf = urls.settings()
-    if ratelimit.hit(f"email-ip:{ip}", conf.email_ip_limit) > conf.email_ip_limit.limit:
-        return True
-    key = "email-address:" + _keyed_hashes("email-throttle", address)[0][:32]
-    return ratelimit.hit(key, conf.email_address_limit) > conf.email_address_limit.limit
+    return ratelimit.admit(ratelimit.signin_checks(
+        scope="email",
+        identifier=address,
+        address=ip,
+        ip_limit=conf.email_ip_limit,
+        identifier_ip_limit=conf.email_address_ip_limit,
+        identifier_limit=conf.email_address_limit,
+    )) is None
 
 
 def _keyed_hashes(purpose: str, value: str) -> list[str]:

@@ -3,21 +3,27 @@
 Counters live in ``rate_limit_counters`` and are written on their own autocommit
 connection, so a count survives the rollback of the failing flow that caused it, an app
 restart, and is the same for every worker and instance on the database. Each hit is one
-atomic upsert (INSERT … ON CONFLICT DO UPDATE … RETURNING). Fixed windows can admit up to
-twice the limit across a window boundary; that is accepted for these abuse limits.
+atomic upsert (INSERT … ON CONFLICT DO UPDATE … RETURNING), and callers decide on the count
+it returns (``admit``): of any number of concurrent attempts exactly ``limit`` pass, where a
+check-then-count would let a burst through. Fixed windows can admit up to twice the limit
+across a window boundary; that is accepted for these abuse limits.
 """
 
 from __future__ import annotations
 
+import hmac
+from collections.abc import Sequence
 from datetime import UTC, datetime
+from ipaddress import IPv6Address, ip_address, ip_network
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ..database import execute_counting
 from ..extensions import db
 from ..models import RateLimitCounter, utcnow
 from ..settings import RateLimit
+from . import known_browsers, urls
 
 
 def _window(limit: RateLimit, now: datetime) -> tuple[datetime, datetime]:
@@ -45,21 +51,81 @@ def hit(key: str, limit: RateLimit) -> int:
         return int(conn.execute(upsert).scalar_one())
 
 
-def count(key: str, limit: RateLimit) -> int:
-    """Return how many events ``key`` has in the current window."""
-    start, _ = _window(limit, utcnow())
-    with db.engine.connect() as conn:
-        value = conn.execute(
-            select(RateLimitCounter.count).where(
-                RateLimitCounter.key == key, RateLimitCounter.window_start == start
+def admit(checks: Sequence[tuple[str, RateLimit]]) -> list[tuple[str, RateLimit]] | None:
+    """Count one attempt against each (key, limit) in order; None once one is over.
+
+    Returns the counted checks, for ``release`` when the attempt turns out not to count
+    (a right password). The checks after the first one over are not counted: a refused
+    attempt tried nothing, so it must not use up the broader allowances behind it.
+    """
+    counted = []
+    for key, limit in checks:
+        counted.append((key, limit))
+        if hit(key, limit) > limit.limit:
+            return None
+    return counted
+
+
+def release(checks: Sequence[tuple[str, RateLimit]]) -> None:
+    """Take back one event from each counter (in its current window), never below zero."""
+    for key, limit in checks:
+        start, _ = _window(limit, utcnow())
+        with db.engine.begin() as conn:
+            conn.execute(
+                update(RateLimitCounter)
+                .where(RateLimitCounter.key == key, RateLimitCounter.window_start == start,
+                       RateLimitCounter.count > 0)
+                .values(count=RateLimitCounter.count - 1)
             )
-        ).scalar_one_or_none()
-    return int(value or 0)
 
 
-def exceeded(key: str, limit: RateLimit) -> bool:
-    """Return whether ``key`` has used up its allowance in the current window."""
-    return count(key, limit) >= limit.limit
+def identifier_hash(identifier: str) -> str:
+    """Return the keyed hash counters and cookies use for an identifier (an address).
+
+    Keyed, so the counter table is no list of who tried to sign in, and the known-browser
+    cookie names nobody.
+    """
+    key = urls.settings().derive_key("throttle-identifier")
+    return hmac.new(key, identifier.encode(), "sha256").hexdigest()[:32]
+
+
+def signin_checks(
+    *, scope: str, identifier: str, address: str | None,
+    ip_limit: RateLimit, identifier_ip_limit: RateLimit, identifier_limit: RateLimit,
+) -> list[tuple[str, RateLimit]]:
+    """Return the (key, limit) checks of one sign-in attempt for ``identifier``, for ``admit``.
+
+    A browser that has signed in as the identifier before counts on its own allowance, so
+    nobody else can use it up. Any other browser counts per (identifier, client address)
+    (strict), per client address and per identifier (looser), most specific first.
+    """
+    ident = identifier_hash(identifier)
+    browser = known_browsers.browser_for(ident)
+    if browser is not None:
+        return [(f"{scope}-browser:{ident}:{browser}", identifier_ip_limit)]
+    net = client_network(address)
+    return [
+        (f"{scope}-id-ip:{ident}:{net}", identifier_ip_limit),
+        (f"{scope}-ip:{net}", ip_limit),
+        (f"{scope}-id:{ident}", identifier_limit),
+    ]
+
+
+def client_network(address: str | None) -> str:
+    """Return what a per-client limit counts: the IPv4 address, or the IPv6 /64.
+
+    One IPv6 subscriber gets a whole /64 (or more), so counting single IPv6 addresses
+    would give each client 2**64 allowances.
+    """
+    try:
+        parsed = ip_address(address or "")
+    except ValueError:
+        return address or "-"
+    if isinstance(parsed, IPv6Address):
+        if parsed.ipv4_mapped is not None:
+            return str(parsed.ipv4_mapped)
+        return str(ip_network(f"{parsed}/64", strict=False))
+    return str(parsed)
 
 
 def delete_finished_windows() -> int:

@@ -5,8 +5,13 @@ copy of the table cannot be replayed as a cookie. SHA-256 without a key is enoug
 the input is 256 random bits, so there is nothing to guess. Reading a session is one SQL
 statement (session joined with user) outside any transaction, so no BEGIN/ROLLBACK round
 trips either, run on PostgreSQL straight on the driver (``database.HotSelect``). A write
-happens only when the session is expired (DELETE) or older than the update age (one
-UPDATE, and only then is the cookie sent again).
+happens only when the session is expired (DELETE) or was last recorded active more than the
+update age ago (one UPDATE; the cookie is sent again when its expiry moved).
+
+Two limits bound what a stolen cookie is worth: a session ends ``session_max_age_absolute``
+after its sign-in however often it is used (``expires`` never passes that point), and a
+user holds at most ``max_sessions_per_user`` live sessions (a sign-in ends the least
+recently used beyond it).
 """
 
 from __future__ import annotations
@@ -67,6 +72,7 @@ _READ = HotSelect(
         Session.id,
         Session.expires,
         Session.created_at,
+        Session.last_active_at,
         Session.provider,
         User.id.label("user_id"),
         User.name,
@@ -79,10 +85,12 @@ _READ = HotSelect(
 
 
 def read_session(token: str) -> tuple[AuthSession | None, bool]:
-    """Look a token up; return the session (or None) and whether this read extended it.
+    """Look a token up; return the session (or None) and whether this read moved its expiry.
 
-    An expired row is deleted. A valid one whose ``expires - max_age + update_age`` has
-    passed gets ``expires = now + max_age`` in one UPDATE; otherwise nothing is written.
+    A row past ``expires`` or past ``created_at + session_max_age_absolute`` is deleted.
+    A valid one last recorded active ``update_age`` ago or more gets ``last_active_at =
+    now`` and ``expires = min(now + max_age, created_at + absolute)`` in one UPDATE;
+    otherwise nothing is written.
     """
     if not token or len(token) > 256:
         return None, False
@@ -91,13 +99,21 @@ def read_session(token: str) -> tuple[AuthSession | None, bool]:
     if row is None:
         return None, False
     now = utcnow()
-    if row.expires <= now:
+    # Checked here too, not only through expires: rows written before the setting was
+    # lowered may carry an expiry beyond the new absolute end.
+    end = row.created_at + conf.session_max_age_absolute
+    if row.expires <= now or end <= now:
         _write_outside_transaction(delete(Session).where(Session.id == row.id))
         return None, False
     expires = row.expires
-    extended = expires - conf.session_max_age + conf.session_update_age <= now
-    if extended:
-        expires = now + conf.session_max_age
+    extended = False
+    # Due by last_active_at rather than by expires: near the absolute end expires stops
+    # moving, and activity must still be recorded (the cap ends the least recently used),
+    # at most once per update age.
+    if row.last_active_at + conf.session_update_age <= now:
+        new_expires = min(now + conf.session_max_age, end)
+        extended = new_expires != expires
+        expires = new_expires
         _write_outside_transaction(
             update(Session).where(Session.id == row.id).values(expires=expires, last_active_at=now)
         )
@@ -116,32 +132,61 @@ def current_session() -> AuthSession | None:
     """Return the session of this request's cookie, read at most once per request.
 
     Clears the cookie when it names no valid session, and re-sends it when the read
-    extended the session.
+    moved the session's expiry.
     """
     if "auth_session" in g:
         cached: AuthSession | None = g.auth_session
         return cached
-    name = cookies.session_cookie_name()
-    token = request.cookies.get(name)
+    token = request.cookies.get(cookies.session_cookie_name())
     session: AuthSession | None = None
     if token:
+        # Either way the answer is personal: made for a signed-in person, or clearing the
+        # cookie of a dead session.
+        mark_personal()
         session, extended = read_session(token)
         if session is None:
-            cookies.clear_cookie(name)
+            _queue_cookie(None)
         elif extended:
-            cookies.set_cookie(name, token, expires=session.expires)
+            _queue_cookie(token, session.expires)
     g.auth_session = session
     return session
+
+
+def _queue_cookie(token: str | None, expires: datetime | None = None) -> None:
+    """Queue the session cookie (``None``: its removal) and mark the answer personal."""
+    name = cookies.session_cookie_name()
+    if token is None:
+        cookies.clear_cookie(name)
+    else:
+        cookies.set_cookie(name, token, expires=expires)
+    mark_personal()
+
+
+def mark_personal() -> None:
+    """Mark this request's answer as personal, never to be cached (see ``ui.csp``)."""
+    g.auth_personal = True
+
+
+def answer_is_personal() -> bool:
+    """Whether this request's answer is personal: a session cookie was read (the answer was
+    made for a signed-in person, or clears a dead session's cookie), a session cookie was
+    set or cleared, or the view said so with ``mark_personal``."""
+    # One membership test, no more: the security headers ask this on every response.
+    return "auth_personal" in g
 
 
 def create_session(
     user_id: int, *, provider: str | None, provider_sid: str | None = None
 ) -> AuthSession:
-    """Create a session row for ``user_id`` and queue its cookie; commit is the caller's."""
+    """Create a session row for ``user_id`` and queue its cookie; commit is the caller's.
+
+    The user's live sessions beyond ``max_sessions_per_user`` are ended (see
+    ``_end_least_recently_used``), in the caller's transaction.
+    """
     conf = urls.settings()
     token = new_token()
     now = utcnow()
-    expires = now + conf.session_max_age
+    expires = now + min(conf.session_max_age, conf.session_max_age_absolute)
     user_agent = request.headers.get("User-Agent", "")[: conf.user_agent_max_length] or None
     session_id = db.session.execute(
         insert(Session)
@@ -158,9 +203,10 @@ def create_session(
         )
         .returning(Session.id)
     ).scalar_one()
+    _end_least_recently_used(user_id, keep=session_id, limit=conf.max_sessions_per_user, now=now)
     user = db.session.get(User, user_id)
     assert user is not None
-    cookies.set_cookie(cookies.session_cookie_name(), token, expires=expires)
+    _queue_cookie(token, expires)
     session = AuthSession(
         session_id,
         AuthUser(id=user.id, name=user.name, email=user.email, image=user.image),
@@ -170,6 +216,32 @@ def create_session(
     )
     g.auth_session = session
     return session
+
+
+def _end_least_recently_used(user_id: int, *, keep: int, limit: int, now: datetime) -> None:
+    """Delete the user's sessions beyond the ``limit`` most recently used, in one statement.
+
+    ``keep`` (the session just created) always stays, with the ``limit - 1`` others of
+    latest ``last_active_at`` (ties: the newer id); expired rows are ended sessions and go
+    too. Deliberately without a lock: under PostgreSQL's READ COMMITTED the statement sees
+    only committed rows, so concurrent sign-ins of one user each miss the other's new row
+    and delete too little, never too much; the user briefly holds a session or two more
+    than the limit, until the next sign-in. Locking the user row would make it exact at
+    the price of serialising that user's sign-ins; ending a session the rule would keep
+    is the worse error. (SQLite serialises writers: exact there.)
+    """
+    newest = (
+        select(Session.id)
+        .where(Session.user_id == user_id, Session.id != keep, Session.expires > now)
+        .order_by(Session.last_active_at.desc(), Session.id.desc())
+        .limit(limit - 1)
+    )
+    db.session.execute(
+        delete(Session)
+        .where(Session.user_id == user_id, Session.id != keep, Session.id.not_in(newest))
+        # No ORM bookkeeping: nothing loaded is affected, and it would cost a statement.
+        .execution_options(synchronize_session=False)
+    )
 
 
 @dataclass(frozen=True)
@@ -185,8 +257,7 @@ def end_current_session() -> EndedSession | None:
     joins the caller's transaction (a sign-in replacing the session) and takes no other
     connection.
     """
-    name = cookies.session_cookie_name()
-    token = request.cookies.get(name)
+    token = request.cookies.get(cookies.session_cookie_name())
     ended = None
     if token and len(token) <= 256:
         row = db.session.execute(
@@ -196,13 +267,19 @@ def end_current_session() -> EndedSession | None:
         ).first()
         ended = EndedSession(row.id, row.user_id) if row else None
     if token:
-        cookies.clear_cookie(name)
+        _queue_cookie(None)
     g.auth_session = None
     return ended
 
 
 def delete_expired(*, batch_size: int = 5000) -> int:
-    """Delete expired sessions in batches (short transactions, no long locks); return count."""
+    """Delete expired sessions in batches (short transactions, no long locks); return count.
+
+    This also removes sessions past their absolute lifetime: ``expires`` is never set
+    beyond ``created_at + session_max_age_absolute``, so they are expired rows. (Rows
+    written before that setting was lowered wait for their own ``expires``, at most
+    ``session_max_age`` later; the read refuses them meanwhile.)
+    """
     total = 0
     while True:
         ids = select(Session.id).where(Session.expires <= utcnow()).limit(batch_size)

@@ -16,7 +16,9 @@ from flask import (
 from flask_wtf.csrf import generate_csrf
 from werkzeug.wrappers import Response
 
+from .. import logsafe
 from ..extensions import csrf, db
+from ..ui import csp
 from ..ui.errorpage import render_error_page
 from . import beacon, urls
 from .errors import SIGNIN_CODES, AuthError, error_status, message_for
@@ -40,13 +42,20 @@ NO_STORE = {
 def _no_store(response: Response) -> Response:
     # Every auth answer is personal (tokens, sessions, forms with CSRF tokens).
     response.headers.update(NO_STORE)
+    if request.endpoint == "auth.callback":
+        # A callback's URL carries the secret (the e-mail link's token, an OAuth code): no
+        # answer there, the confirmation page or an error, may let a Referer take it on to
+        # a proxy's log (the page's own CSS and JS requests would). The page has its
+        # <meta name="referrer">; this also covers HEAD and answers without it.
+        csp.without_referrer(response)
     return response
 
 
 @bp.errorhandler(AuthError)
 def _auth_error(exc: AuthError) -> Response:
     db.session.rollback()
-    log.warning("auth error %s: %s", exc.code, exc.detail or "-")
+    # The detail may quote the provider's answer or the request (an address, a URL).
+    log.warning("auth error %s: %s", exc.code, logsafe.encode(logsafe.redact(exc.detail or "-")))
     return _send_to(urls.auth_url("error", error=exc.code, callbackUrl=_callback_url()))
 
 

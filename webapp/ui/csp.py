@@ -1,15 +1,29 @@
-"""Security headers on every response, chiefly a Content-Security-Policy.
+"""Security headers on every response: the Content-Security-Policy, HSTS and no-store.
 
 Scripts and styles come only from this origin: no inline script or style, no eval (htmx is
 configured without its eval features and indicator styles; the brand colour is a
 stylesheet). ``form-action`` is deliberately absent: Chromium applies it to the redirects
 after a form post, and ``POST signin/<id>`` redirects to each identity provider's origin.
 Images may also come from https (profile pictures at the identity providers).
+
+An answer made for a signed-in person, one that sets or clears the session cookie, and
+everything the account area answers (``sessions.answer_is_personal``) gets
+``Cache-Control: private, no-store``: neither a shared proxy nor the browser's cache (the
+back button on a shared computer) may keep a copy. Views that already say no-store (the
+auth routes) keep their own header. Static files read no session, so they keep their cache
+headers. On an https AUTH_URL every answer carries HSTS (``AUTH_HSTS_MAX_AGE``), so the
+browser never tries plain http first, where the first request could be intercepted.
 """
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from flask import Flask, Response
+from werkzeug.wrappers import Response as BaseResponse
+
+from ..auth.sessions import answer_is_personal
+from ..settings import Settings
 
 POLICY = "; ".join(
     [
@@ -30,15 +44,54 @@ HEADERS = [
     ("X-Content-Type-Options", "nosniff"),
     ("Referrer-Policy", "strict-origin-when-cross-origin"),
 ]
+#: The same, for answers at a URL that carries a secret: no Referer at all.
+NO_REFERRER_HEADERS = [*HEADERS[:2], ("Referrer-Policy", "no-referrer")]
+
+NO_STORE = "private, no-store"
 
 
-def _add_headers(response: Response) -> Response:
-    # One check and one extend (not a setdefault each): this runs on every response.
-    # A view that sets its own Content-Security-Policy takes charge of all three.
-    if "Content-Security-Policy" not in response.headers:
-        response.headers.extend(HEADERS)
+def strict_transport_security(conf: Settings) -> str | None:
+    """Return the ``Strict-Transport-Security`` value, or None when it is not to be sent.
+
+    Only on an https AUTH_URL (browsers ignore it over http anyway) and a non-zero max-age.
+    """
+    if not conf.is_https or conf.hsts_max_age == 0:
+        return None
+    value = f"max-age={conf.hsts_max_age}"
+    return value + "; includeSubDomains" if conf.hsts_include_subdomains else value
+
+
+_R = TypeVar("_R", bound=BaseResponse)
+
+
+def without_referrer(response: _R) -> _R:
+    """Give ``response`` the fixed security headers with ``Referrer-Policy: no-referrer``.
+
+    It then has a Content-Security-Policy of its own, so ``add_headers`` leaves the fixed
+    three alone (rather than adding a second, weaker Referrer-Policy).
+    """
+    for name, value in NO_REFERRER_HEADERS:
+        response.headers[name] = value
     return response
 
 
 def init_app(app: Flask) -> None:
-    app.after_request(_add_headers)
+    """Add the headers to every response of ``app``; HSTS is prepared here, once."""
+    hsts = strict_transport_security(app.extensions["webapp.settings"])
+    headers = HEADERS + [("Strict-Transport-Security", hsts)] if hsts else HEADERS
+
+    def add_headers(response: Response) -> Response:
+        # This runs on every response: one check and one extend for the fixed headers (not
+        # a setdefault each), and the personal-answer test is one look into ``g``.
+        # A view that sets its own Content-Security-Policy takes charge of the fixed three.
+        fields = response.headers
+        if "Content-Security-Policy" not in fields:
+            fields.extend(headers)
+        elif hsts and "Strict-Transport-Security" not in fields:
+            fields["Strict-Transport-Security"] = hsts
+        if answer_is_personal() and "no-store" not in fields.get("Cache-Control", ""):
+            fields["Cache-Control"] = NO_STORE
+            fields["Pragma"] = "no-cache"
+        return response
+
+    app.after_request(add_headers)

@@ -1,9 +1,11 @@
 """The credentials provider: the application's ``authorize`` hook checks a form.
 
-Unlike Auth.js, a successful check creates a database session. Failed attempts are
-limited per client IP and per identifier (the first field, usually the e-mail), counted
-in the database; once a limit is reached, attempts are refused without calling the hook,
-with the same ``CredentialsSignin`` answer, until the window ends.
+Unlike Auth.js, a successful check creates a database session. Attempts are throttled per
+identifier (the first field, usually the e-mail) and client address, counted in the
+database before the hook runs (``ratelimit.admit``), so a burst of parallel guesses gets
+no more hook calls than the limit; a right answer gives its count back. Once a limit is
+reached, attempts are refused without calling the hook, with the same
+``CredentialsSignin`` answer, until the window ends (docs/security.md, "Throttles").
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 from flask import request
 
 from ...settings import ConfigError, Settings
-from .. import ratelimit, urls
+from .. import known_browsers, ratelimit, urls
 from ..accounts import resolve_user
 from ..errors import AuthError
 from ..hooks import UserInfo, current_hooks
@@ -66,20 +68,25 @@ class CredentialsProvider(Provider):
         if method != "POST":
             raise AuthError("CredentialsSignin", "credentials callback needs POST")
         submitted = {f.name: str(form.get(f.name, ""))[:1024] for f in self.fields}
-        identifier = submitted[self.fields[0].name].strip().lower()
+        identifier = f"{self.id}:{submitted[self.fields[0].name].strip().lower()}"
         conf = urls.settings()
-        ip_key = f"credentials-ip:{request.remote_addr}"
-        id_key = f"credentials-id:{self.id}:{identifier}"
-        if ratelimit.exceeded(ip_key, conf.credentials_ip_limit) or ratelimit.exceeded(
-            id_key, conf.credentials_identifier_limit
-        ):
-            raise AuthError("CredentialsSignin", f"rate limited ({request.remote_addr})")
+        counted = ratelimit.admit(ratelimit.signin_checks(
+            scope="credentials",
+            identifier=identifier,
+            address=request.remote_addr,
+            ip_limit=conf.credentials_ip_limit,
+            identifier_ip_limit=conf.credentials_identifier_ip_limit,
+            identifier_limit=conf.credentials_identifier_limit,
+        ))
+        if counted is None:
+            raise AuthError("CredentialsSignin", "rate limited")
 
         info = self._authorize(submitted)
         if info is None or not (info.subject or info.email):
-            ratelimit.hit(ip_key, conf.credentials_ip_limit)
-            ratelimit.hit(id_key, conf.credentials_identifier_limit)
             raise AuthError("CredentialsSignin", "authorize hook rejected the attempt")
+        # A right answer was no guess: it gives its count back, and this browser is known.
+        ratelimit.release(counted)
+        known_browsers.remember(ratelimit.identifier_hash(identifier))
 
         resolved = resolve_user(
             provider=self.id,

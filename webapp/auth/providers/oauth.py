@@ -20,7 +20,7 @@ from authlib.oauth2.rfc7636 import create_s256_code_challenge
 from flask import url_for
 
 from ...settings import Settings
-from .. import oauth_checks, urls
+from .. import oauth_checks, reauth, urls
 from ..accounts import resolve_user
 from ..client_auth import exchange_code
 from ..errors import AuthError
@@ -74,6 +74,12 @@ class OAuthProvider(Provider):
         self, *, form: Mapping[str, str], query: Mapping[str, str], callback_url: str | None
     ) -> Outcome:
         """Send the browser to the authorization endpoint; keep the checks in cookies."""
+        session = current_session()
+        if session is not None and not reauth.is_recent(session) and not reauth.has_method(
+            session, self.id
+        ):
+            # It would end in a link (see callback): ask for the fresh sign-in first.
+            return Redirect(urls.origin() + reauth.confirm_url(f"/account/link/{self.id}"))
         endpoint = self._endpoint("authorization_endpoint", "OAuthSignin")
         cfg = self.config
         checks = oauth_checks.Checks(
@@ -136,6 +142,9 @@ class OAuthProvider(Provider):
         profile, claims = self._profile(token, stored.nonce, form)
         subject, info = self._user_info(profile)
         session = current_session()
+        if reauth.link_needs_confirmation(session, self.id, subject):
+            # Linking a new method to an old session needs a fresh sign-in; nothing is written.
+            return Redirect(urls.origin() + reauth.confirm_url(f"/account/link/{self.id}"))
         resolved = resolve_user(
             provider=self.id,
             provider_type=self.type,
@@ -256,7 +265,8 @@ class OAuthProvider(Provider):
         return subject, UserInfo(
             email=email,
             name=_text(mapped.get("name"), 255),
-            image=_text(mapped.get("image"), 2048),
+            # Whole: accounts.picture_url drops a URL that is too long (a cut one is another).
+            image=_text(mapped.get("image"), None),
             subject=subject,
             email_verified=mapped.get("email_verified") in (True, "true"),
         )
@@ -323,7 +333,7 @@ def _lookup(profile: Mapping[str, Any], path: str | list[str]) -> Any:
     return None
 
 
-def _text(value: Any, limit: int) -> str | None:
+def _text(value: Any, limit: int | None) -> str | None:
     return value[:limit] if isinstance(value, str) and value else None
 
 

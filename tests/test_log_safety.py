@@ -1,0 +1,375 @@
+"""Logs: no secret in any log line, and no client can forge one (docs/security.md, "Logs")."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import sys
+import threading
+import unicodedata
+from datetime import timedelta
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from urllib.parse import quote
+
+import pytest
+import requests
+from gunicorn.config import Config
+from sqlalchemy.exc import OperationalError
+from werkzeug.serving import make_server
+
+from webapp import logsafe
+from webapp.logsafe import encode, redact, redact_query
+
+from .fixtures_smtp import EmailActions, link_of
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: Every character str.splitlines() breaks on, and NUL.
+BREAKS = ["\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029", "\x00"]
+BREAK_IDS = [f"U+{ord(c):04X}" for c in BREAKS]
+
+
+def one_safe_line(message: str, char: str) -> bool:
+    return len(message.splitlines()) == 1 and char not in message
+
+
+def records(caplog: pytest.LogCaptureFixture, name: str) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == name]
+
+
+# The encoder
+
+
+def test_the_encoder_escapes_exactly_the_controls_and_line_separators_of_unicode():
+    wanted = {c for c in range(sys.maxunicode + 1)
+              if unicodedata.category(chr(c)) in ("Cc", "Zl", "Zp")}
+    escaped = {c for c in range(sys.maxunicode + 1) if encode(chr(c)) != chr(c)}
+    assert escaped == wanted | {ord("\\")}
+    breakers = {c for c in range(sys.maxunicode + 1) if len(f"a{chr(c)}b".splitlines()) > 1}
+    assert breakers <= wanted
+
+
+@pytest.mark.parametrize("char", BREAKS, ids=BREAK_IDS)
+def test_the_encoder_keeps_a_value_on_one_line(char):
+    text = encode(f"before{char}FORGED line")
+    assert one_safe_line(text, char)
+    assert text.startswith("before\\") and text.endswith("FORGED line")
+
+
+def test_the_encoder_is_unambiguous_and_leaves_plain_text_alone():
+    assert encode("/auth/signin") == "/auth/signin"
+    assert encode("a\nb") == "a\\nb"
+    # A backslash sent by the client cannot pose as an escape the encoder wrote.
+    assert encode("a\\nb") == "a\\\\nb"
+    assert encode("\x85\u2028\x00\t") == "\\x85\\u2028\\x00\\t"
+    assert encode("é ü 東京") == "é ü 東京"
+    assert encode(42) == "42"
+
+
+def test_the_encoder_caps_length_with_a_marker():
+    assert encode("x" * 1500) == "x" * 1000 + "...[+500 chars]"
+    assert encode("abcdef", limit=3) == "abc...[+3 chars]"
+    assert encode("x" * 5000, limit=None) == "x" * 5000
+
+
+def test_quoted_values_escape_their_quotes():
+    assert encode('say "hi"\n', quote=True) == '"say \\"hi\\"\\n"'
+    assert encode("abcdef", limit=3, quote=True) == '"abc...[+3 chars]"'
+
+
+# The redactor
+
+
+def test_a_request_line_loses_the_link_token_and_keeps_the_rest():
+    line = "GET /auth/callback/email?token=abc123&email=a%40b.c HTTP/1.1"
+    assert redact(line) == (
+        "GET /auth/callback/email?token=[redacted]&email=a%40b.c HTTP/1.1"
+    )
+
+
+@pytest.mark.parametrize("name", sorted(logsafe.SECRET_PARAMS))
+def test_every_secret_parameter_is_redacted(name):
+    assert redact(f"/cb/x?{name}=s3cret&a=1") == f"/cb/x?{name}=[redacted]&a=1"
+
+
+def test_percent_encoded_and_differently_cased_names_are_redacted_as_sent():
+    assert redact("/cb?%74oken=s3cret") == "/cb?%74oken=[redacted]"
+    assert redact("/cb?%74%6F%6B%65%6E=s3cret") == "/cb?%74%6F%6B%65%6E=[redacted]"
+    assert redact("/cb?TOKEN=s3cret&Code=s3cret") == "/cb?TOKEN=[redacted]&Code=[redacted]"
+    assert redact("/cb?id+token+hint=x&id_token_hint=s3cret") == (
+        "/cb?id+token+hint=x&id_token_hint=[redacted]"
+    )
+
+
+def test_repeated_parameters_and_semicolons_are_all_redacted():
+    assert redact("/cb?token=one&token=two;token=three&x=1;code=four") == (
+        "/cb?token=[redacted]&token=[redacted];token=[redacted]&x=1;code=[redacted]"
+    )
+
+
+def test_text_without_secrets_is_unchanged():
+    for text in ("/auth/session", "GET /auth/session HTTP/1.1", "/x?email=a%40b.c&next=/",
+                 "/x?token", "/x?tokens=1&mytoken=2", "-", ""):
+        assert redact(text) == text
+
+
+def test_redaction_is_idempotent():
+    once = redact("/cb?token=s3cret&state=s3cret")
+    assert once == "/cb?token=[redacted]&state=[redacted]"
+    assert redact(once) == once
+
+
+def test_a_referer_with_a_fragment_and_empty_values():
+    assert redact("https://example.com/auth/callback/email?token=s3cret#top") == (
+        "https://example.com/auth/callback/email?token=[redacted]"
+    )
+    assert redact("/cb?token=&code=") == "/cb?token=[redacted]&code=[redacted]"
+
+
+def test_a_bare_query_string():
+    assert redact_query("token=s3cret&email=a%40b.c") == "token=[redacted]&email=a%40b.c"
+    assert redact_query("email=a%40b.c") == "email=a%40b.c"
+    assert redact_query("") == ""
+
+
+def test_stray_spaces_in_a_malformed_request_line_hide_nothing():
+    assert "s3cret" not in redact("GET /cb?a=1 &token=s3cret HTTP/1.1")
+
+
+# The app's own log lines
+
+
+@pytest.mark.parametrize("char", BREAKS, ids=BREAK_IDS)
+def test_a_csrf_failure_on_a_forged_path_logs_one_line(client, caplog, char):
+    with caplog.at_level(logging.WARNING, logger="webapp.errors"):
+        r = client.post(f"/auth/signin/x{quote(char)}FORGED%20line")
+    assert r.headers["Location"].endswith("error=MissingCSRF")
+    [record] = [r for r in records(caplog, "webapp.errors") if "CSRF" in r.getMessage()]
+    assert one_safe_line(record.getMessage(), char)
+    assert f"/auth/signin/x{encode(char)}FORGED line" in record.getMessage()
+
+
+@pytest.mark.parametrize("char", BREAKS, ids=BREAK_IDS)
+def test_an_unexpected_error_on_a_forged_path_logs_one_line(app, caplog, char):
+    def boom(rest: str) -> str:
+        raise RuntimeError("boom")
+
+    app.add_url_rule("/test-boom/<rest>", "test_boom", boom)
+    with caplog.at_level(logging.ERROR, logger="webapp.errors"):
+        r = app.test_client().get(f"/test-boom/x{quote(char)}FORGED")
+    assert r.status_code == 500
+    [record] = [r for r in records(caplog, "webapp.errors") if "unhandled" in r.getMessage()]
+    assert one_safe_line(record.getMessage(), char)
+
+
+@pytest.mark.parametrize("char", BREAKS, ids=BREAK_IDS)
+def test_a_database_outage_logs_the_driver_message_on_one_line(app, caplog, char):
+    def down(rest: str) -> str:
+        raise OperationalError("SELECT 1", {}, Exception(f"server closed{char}FORGED"))
+
+    app.add_url_rule("/test-down/<rest>", "test_down", down)
+    with caplog.at_level(logging.ERROR, logger="webapp.errors"):
+        r = app.test_client().get(f"/test-down/x{quote(char)}y")
+    assert r.status_code == 503
+    [record] = [r for r in records(caplog, "webapp.errors") if "unavailable" in r.getMessage()]
+    assert one_safe_line(record.getMessage(), char)
+
+
+@pytest.mark.parametrize("char", BREAKS, ids=BREAK_IDS)
+def test_a_beacon_cannot_forge_a_line_with_its_code_key_or_value(client, caplog, char):
+    with caplog.at_level(logging.DEBUG, logger="webapp.client"):
+        r = client.post("/auth/_log", json={
+            "code": f"c{char}FORGED", f"k{char}ey": f"v{char}FORGED", "message": "m",
+        })
+    assert r.status_code == 204
+    [record] = records(caplog, "webapp.client")
+    message = record.getMessage()
+    assert one_safe_line(message, char)
+    assert f'code="c{encode(char)}FORGED"' in message
+    assert f'"k{encode(char)}ey"="v{encode(char)}FORGED"' in message and 'message="m"' in message
+
+
+def test_a_beacon_value_cannot_pose_as_another_field_or_carry_a_token(client, caplog):
+    with caplog.at_level(logging.DEBUG, logger="webapp.client"):
+        client.post("/auth/_log", json={
+            "code": 'X" level="debug', "url": "https://h/auth/callback/email?token=s3cret",
+        })
+    [record] = records(caplog, "webapp.client")
+    assert record.getMessage() == (
+        'client report code="X\\" level=\\"debug" '
+        'url="https://h/auth/callback/email?token=[redacted]"'
+    )
+
+
+def test_an_auth_error_detail_is_encoded_and_redacted(app, caplog):
+    from webapp.auth import views
+    from webapp.auth.errors import AuthError
+
+    detail = "oidc: provider error " + "".join(BREAKS) + " from /cb?code=SECRETCODE1&x=1"
+    with app.test_request_context("/auth/callback/oidc"), caplog.at_level(logging.WARNING):
+        views._auth_error(AuthError("OAuthCallback", detail))
+    [record] = records(caplog, "webapp.auth.views")
+    message = record.getMessage()
+    assert len(message.splitlines()) == 1 and not set(BREAKS) & set(message)
+    assert "SECRETCODE1" not in message and "code=[redacted]&x=1" in message
+
+
+# The development server (werkzeug's request log)
+
+
+def test_the_development_server_log_has_no_token_and_no_forged_line(app, caplog):
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{server.server_port}"
+    try:
+        with caplog.at_level(logging.INFO, logger="werkzeug"):
+            requests.get(f"{base}/auth/callback/email?token=SECRETTOKEN1&email=a%40b.c",
+                         allow_redirects=False, timeout=10)
+            requests.get(f"{base}/nowhere%E2%80%A8FORGED%0Aline?code=SECRETCODE2",
+                         allow_redirects=False, timeout=10)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+    lines = [r.getMessage() for r in records(caplog, "werkzeug")]
+    [link] = [m for m in lines if "/auth/callback/email" in m]
+    [forged] = [m for m in lines if "/nowhere" in m]
+    # werkzeug shows the query percent-decoded where it safely can.
+    assert "SECRETTOKEN1" not in link and "token=[redacted]&email=a@b.c" in link
+    assert "SECRETCODE2" not in forged and "code=[redacted]" in forged
+    for char in ("\u2028", "\n"):
+        assert one_safe_line(forged, char)
+
+
+def test_the_development_server_filter_is_installed_once(make_app):
+    make_app()
+    make_app()
+    filters = logging.getLogger("werkzeug").filters
+    assert len([f for f in filters if type(f).__name__ == "_DevServerRedaction"]) == 1
+
+
+# The production server's access log (gunicorn.conf.py's AccessLogger, in process)
+
+
+def gunicorn_conf() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gunicorn_conf", ROOT / "gunicorn.conf.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def access_line(tmp_path: Path, access_format: str | None, environ: dict[str, str],
+                headers: list[tuple[str, str]]) -> str:
+    """Log one request with AccessLogger in ``access_format``; return the line written."""
+    conf = gunicorn_conf()
+    cfg = Config()
+    log = tmp_path / "access.log"
+    cfg.set("accesslog", str(log))
+    cfg.set("access_log_format", access_format or conf.ACCESS_LOG_FORMAT)
+    logger = conf.AccessLogger(cfg)
+    resp = SimpleNamespace(status="200 OK", sent=5, headers=[("X-Request-ID", "rid12345")])
+    req = SimpleNamespace(headers=headers)
+    base = {"REQUEST_METHOD": "GET", "SERVER_PROTOCOL": "HTTP/1.1", "REMOTE_ADDR": "127.0.0.1"}
+    try:
+        logger.access(resp, req, {**base, **environ}, timedelta(milliseconds=3))
+    finally:
+        for handler in logger.access_log.handlers:
+            handler.close()
+        logger.access_log.handlers.clear()
+        logger.error_log.handlers.clear()
+    [line] = log.read_text(encoding="utf-8").splitlines()
+    return line
+
+
+LINK = "/auth/callback/email?token=SECRETTOKEN1&email=a%40b.c"
+
+
+def test_the_access_log_fast_path_redacts_and_encodes(tmp_path):
+    environ = {"RAW_URI": LINK, "HTTP_USER_AGENT": "probe\x85FORGED \"q\" \\x85"}
+    line = access_line(tmp_path, None, environ, [])
+    assert line == (
+        '127.0.0.1 "GET /auth/callback/email?token=[redacted]&email=a%40b.c HTTP/1.1" 200 5 '
+        '3ms rid=rid12345 "probe\\x85FORGED \\"q\\" \\\\x85"'
+    )
+
+
+def test_the_access_log_fallback_redacts_and_encodes_every_atom(tmp_path):
+    fmt = ('%(r)s|%(q)s|%(U)s|%(f)s|%({referer}i)s|%({raw_uri}e)s|%({query_string}e)s|'
+           '%({cookie}i)s|%({authorization}i)s|%({http_cookie}e)s|%(a)s|%({x-custom}i)s')
+    referer = f"https://example.com{LINK}"
+    environ = {
+        "RAW_URI": LINK, "QUERY_STRING": "token=SECRETTOKEN1&email=a%40b.c",
+        "PATH_INFO": "/auth/callback/email\u2028FORGED", "HTTP_REFERER": referer,
+        "HTTP_COOKIE": "auth.session-token=SECRETCOOKIE", "HTTP_USER_AGENT": "ua\x85FORGED",
+    }
+    headers = [("REFERER", referer), ("COOKIE", "auth.session-token=SECRETCOOKIE"),
+               ("AUTHORIZATION", "Bearer SECRETBEARER"), ("X-CUSTOM", "a\x0bb")]
+    line = access_line(tmp_path, fmt, environ, headers)
+    for secret in ("SECRETTOKEN1", "SECRETCOOKIE", "SECRETBEARER"):
+        assert secret not in line
+    assert line.split("|") == [
+        "GET /auth/callback/email?token=[redacted]&email=a%40b.c HTTP/1.1",
+        "token=[redacted]&email=a%40b.c",
+        "/auth/callback/email\\u2028FORGED",
+        "https://example.com/auth/callback/email?token=[redacted]&email=a%40b.c",
+        "https://example.com/auth/callback/email?token=[redacted]&email=a%40b.c",
+        "/auth/callback/email?token=[redacted]&email=a%40b.c",
+        "token=[redacted]&email=a%40b.c",
+        "[redacted]", "[redacted]", "[redacted]",
+        "ua\\x85FORGED",
+        "a\\x0bb",
+    ]
+
+
+def test_gunicorns_error_log_redacts_a_malformed_request_line(tmp_path):
+    conf = gunicorn_conf()
+    cfg = Config()
+    log = tmp_path / "error.log"
+    cfg.set("errorlog", str(log))
+    logger = conf.AccessLogger(cfg)
+    try:
+        logger.warning("Invalid request from ip=%s: %s", "127.0.0.1",
+                       "Invalid HTTP request line: 'GET /cb?token=SECRETTOKEN1\u2028 HTTP/1.1'")
+    finally:
+        for handler in logger.error_log.handlers:
+            handler.close()
+        logger.error_log.handlers.clear()
+    [line] = log.read_text(encoding="utf-8").splitlines()
+    assert "SECRETTOKEN1" not in line and "token=[redacted]" in line and "\\u2028" in line
+
+
+# The link's confirmation page
+
+
+@pytest.fixture
+def email_actions(email_app):
+    return EmailActions(email_app().test_client())
+
+
+def test_the_confirmation_page_sends_no_referer_on_get_and_head(email_actions, mailbox):
+    email_actions.request_link("ann@example.com")
+    link = link_of(mailbox.last())
+    path = link.split("http://localhost", 1)[1]
+    for method in ("get", "head"):
+        r = getattr(email_actions.client, method)(path)
+        assert r.status_code == 200
+        assert r.headers.getlist("Referrer-Policy") == ["no-referrer"]
+        assert r.headers.getlist("Content-Security-Policy")
+    # Its form carries the token in a hidden field, never back into a URL.
+    html = email_actions.client.get(path).get_data(as_text=True)
+    assert 'action="/auth/callback/email"' in html
+    assert '<input type="hidden" name="token" value="' in html
+
+
+def test_an_unusable_link_answers_without_a_referer_too(email_actions):
+    r = email_actions.client.get("/auth/callback/email?token=nope&email=ann%40example.com")
+    assert r.status_code == 302
+    assert r.headers.getlist("Referrer-Policy") == ["no-referrer"]
+
+
+def test_other_pages_keep_the_default_referrer_policy(client):
+    r = client.get("/auth/signin")
+    assert r.headers.getlist("Referrer-Policy") == ["strict-origin-when-cross-origin"]
