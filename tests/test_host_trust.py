@@ -413,3 +413,10 @@ def test_every_route_refuses_a_foreign_host(
                 assert response.status_code == 400, (method, path, headers)
                 assert "Set-Cookie" not in response.headers
     assert mailbox.messages == []
+
+
+def test_a_request_naming_no_host_is_refused(production_app: Callable[..., Flask]) -> None:
+    client = production_app().test_client()
+    response = client.get("/auth/session", environ_overrides={"HTTP_HOST": ""})
+    assert response.status_code == 400
+    assert response.headers["Cache-Control"] == "no-store"

@@ -50,8 +50,6 @@ def create_app(
     app.config["TESTING"] = bool((config or {}).get("TESTING", False))
 
     observability.init_app(app)
-    # First of the request hooks: a foreign host is refused before anything else runs.
-    hosts.init_app(app, conf)
     database.init_app(app)
     if conf.sql_count_headers:
         sqlcount.init_app(app)
@@ -84,7 +82,9 @@ def create_app(
     def _brand() -> dict[str, Any]:
         return {"brand": conf.brand, "auth_base": conf.base_path}
 
-    app.wsgi_app = proxies.wrap(app.wsgi_app, conf.trusted_proxies)  # type: ignore[method-assign]
+    # Outermost first: the trusted proxies' headers, then the host check, then Flask. A
+    # foreign host is refused before anything else runs.
+    app.wsgi_app = proxies.wrap(hosts.wrap(app, conf), conf.trusted_proxies)  # type: ignore[method-assign]
     log.info(
         "serving %s; trusting %s; also answering to %s", conf.auth_url,
         conf.trusted_proxies.describe(), ", ".join(conf.allowed_hosts) or "no other host",

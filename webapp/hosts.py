@@ -12,13 +12,18 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from flask import Flask, Response, jsonify, make_response, render_template, request
+from flask import Flask, jsonify, make_response, render_template, request
 
 from .logsafe import encode
 from .proxies import FORWARDED_HOST
 from .settings import LOOPBACK_HOSTS, Settings
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIEnvironment
 
 log = logging.getLogger(__name__)
 
@@ -63,17 +68,55 @@ def request_host() -> str:
     return str(request.environ.get(FORWARDED_HOST) or request.host)
 
 
-def init_app(app: Flask, conf: Settings) -> None:
-    """Refuse requests for foreign hosts; register this before any other request hook."""
-    accepted = accepted_hosts(conf)
-    expected = urlsplit(conf.auth_url).hostname or ""
-    json_paths = {f"{conf.base_path}/{name}" for name in ("session", "csrf", "providers")}
+class HostCheck:
+    """WSGI middleware answering 400 to a request for a host that is not ours.
 
-    @app.before_request
-    def _check_host() -> Response | None:
-        if hostname(request_host()) in accepted:
-            return None
-        log.warning("refused request for foreign host %s", encode(request_host()))
-        if request.accept_mimetypes.best == "application/json" or request.path in json_paths:
-            return make_response(jsonify({"error": "UnknownHost", "expectedHost": expected}), 400)
-        return make_response(render_template("host_refused.html", expected=expected), 400)
+    A WSGI layer rather than a request hook: it runs on every request, before Flask builds
+    anything, and a host seen before costs one dictionary look-up (the verdicts of up to
+    ``CACHE_SIZE`` distinct Host values are kept). Only a refusal enters the app, to render
+    the page.
+    """
+
+    CACHE_SIZE = 256
+
+    def __init__(self, app: Flask, conf: Settings) -> None:
+        self.app = app
+        self.wsgi_app = app.wsgi_app
+        self.accepted = accepted_hosts(conf)
+        self.expected = urlsplit(conf.auth_url).hostname or ""
+        self.json_paths = {f"{conf.base_path}/{name}" for name in ("session", "csrf", "providers")}
+        self.verdicts: dict[str, bool] = {}
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        named = environ.get(FORWARDED_HOST) or environ.get("HTTP_HOST") or ""
+        ours = self.verdicts.get(named)
+        if ours is None:
+            ours = hostname(named) in self.accepted
+            if len(self.verdicts) < self.CACHE_SIZE:
+                self.verdicts[named] = ours
+        if ours:
+            return self.wsgi_app(environ, start_response)
+        return self._refuse(named, environ, start_response)
+
+    def _refuse(
+        self, named: str, environ: WSGIEnvironment, start_response: StartResponse
+    ) -> Iterable[bytes]:
+        log.warning("refused request for foreign host %s", encode(named))
+        with self.app.request_context(environ):
+            if request.accept_mimetypes.best == "application/json" or (
+                request.path in self.json_paths
+            ):
+                body = jsonify({"error": "UnknownHost", "expectedHost": self.expected})
+            else:
+                body = make_response(render_template("host_refused.html", expected=self.expected))
+            # No app hook ran: the page (no script, the host name escaped) says no-store itself.
+            body.status_code = 400
+            body.headers["Cache-Control"] = "no-store"
+            body.headers["X-Content-Type-Options"] = "nosniff"
+            return body(environ, start_response)
+
+
+def wrap(app: Flask, conf: Settings) -> HostCheck:
+    """Return ``app``'s WSGI callable behind the host check (install it before the proxies'
+    middleware, which must run first to name the forwarded host)."""
+    return HostCheck(app, conf)
