@@ -40,11 +40,20 @@ def serve(path: str, requests: int, signed_in: bool, url: str) -> None:
 
     def environ(i: int) -> dict[str, object]:
         env: dict[str, object] = {
-            "REQUEST_METHOD": "GET", "PATH_INFO": path, "QUERY_STRING": "",
-            "SERVER_NAME": "127.0.0.1", "SERVER_PORT": "8100", "SERVER_PROTOCOL": "HTTP/1.1",
-            "wsgi.url_scheme": "http", "wsgi.input": io.BytesIO(), "wsgi.errors": sys.stderr,
-            "wsgi.multithread": True, "wsgi.multiprocess": True, "wsgi.run_once": False,
-            "REMOTE_ADDR": "127.0.0.1", "HTTP_HOST": "127.0.0.1:8100",
+            "REQUEST_METHOD": "GET",
+            "PATH_INFO": path,
+            "QUERY_STRING": "",
+            "SERVER_NAME": "127.0.0.1",
+            "SERVER_PORT": "8100",
+            "SERVER_PROTOCOL": "HTTP/1.1",
+            "wsgi.url_scheme": "http",
+            "wsgi.input": io.BytesIO(),
+            "wsgi.errors": sys.stderr,
+            "wsgi.multithread": True,
+            "wsgi.multiprocess": True,
+            "wsgi.run_once": False,
+            "REMOTE_ADDR": "127.0.0.1",
+            "HTTP_HOST": "127.0.0.1:8100",
         }
         if signed_in:
             env["HTTP_COOKIE"] = f"auth.session-token={token('live', i)}"
@@ -58,9 +67,20 @@ def serve(path: str, requests: int, signed_in: bool, url: str) -> None:
 
 
 def count(path: str, requests: int, signed_in: bool, url: str) -> int:
-    command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-               sys.executable, "-m", "bench.instructions", "--serve", str(requests),
-               "--path", path, "--url", url] + ([] if signed_in else ["--signed-out"])
+    command = [
+        "valgrind",
+        "--tool=callgrind",
+        "--callgrind-out-file=/dev/null",
+        sys.executable,
+        "-m",
+        "bench.instructions",
+        "--serve",
+        str(requests),
+        "--path",
+        path,
+        "--url",
+        url,
+    ] + ([] if signed_in else ["--signed-out"])
     out = subprocess.run(command, capture_output=True, text=True, check=True).stderr
     return int(re.search(r"Collected : (\d+)", out).group(1))  # type: ignore[union-attr]
 

@@ -148,6 +148,7 @@ def collect(folder: Path) -> list[Row]:
             found.setdefault((m[3], int(m[2])), {})[int(m[1])] = parse_wrk(path.read_text())
     rows = []
     order = list(ENDPOINTS)
+
     def position(key: tuple[str, int]) -> tuple[int, int]:
         return (order.index(key[0]) if key[0] in order else len(order), key[1])
 
@@ -165,8 +166,11 @@ def peer_only_rows(folder: Path, levels: list[int]) -> list[Row]:
     """The peer's session-browser variant, shown for reference (we have no such variant)."""
     rows = []
     for level in levels:
-        runs = [p for d in sorted(folder.glob(f"peer-r*-c{level}"))
-                if (p := load(d / "w2-session-browser.txt"))]
+        runs = [
+            p
+            for d in sorted(folder.glob(f"peer-r*-c{level}"))
+            if (p := load(d / "w2-session-browser.txt"))
+        ]
         if runs:
             rows.append(Row("peer session-browser", level, [], runs))
     return rows
@@ -192,8 +196,10 @@ def main_table(rows: list[Row], extra: list[Row]) -> list[str]:
 
 
 def sql_table(folder: Path) -> tuple[list[str], dict[str, tuple[float, float]]]:
-    lines = ["| endpoint | requests counted | SQL statements / request | writes / request |",
-             "|---|---:|---:|---:|"]
+    lines = [
+        "| endpoint | requests counted | SQL statements / request | writes / request |",
+        "|---|---:|---:|---:|",
+    ]
     per: dict[str, tuple[float, float]] = {}
     for endpoint, (title, _) in ENDPOINTS.items():
         result = load(folder / f"sql-{endpoint}.txt")
@@ -209,8 +215,11 @@ def rss_mb(folder: Path, column: int = 1) -> dict[str, list[float]]:
     """Memory of each worker (MB) per recorded moment: RSS (column 1) or PSS (column 2)."""
     out = {}
     for path in sorted(folder.glob("rss-*.txt")):
-        values = [int(line.split()[column]) / 1024 for line in path.read_text().splitlines()
-                  if len(line.split()) > column]
+        values = [
+            int(line.split()[column]) / 1024
+            for line in path.read_text().splitlines()
+            if len(line.split()) > column
+        ]
         out[path.stem.removeprefix("rss-")] = values
     return out
 
@@ -241,6 +250,7 @@ def profile_top(
         self_time[frames[-1]] += n
         for frame in set(frames):
             inclusive[frame] += n
+
     def table(counter: Counter[str], skip: tuple[str, ...] = ()) -> list[str]:
         rows = ["| share | frame |", "|---:|---|"]
         for frame, n in counter.most_common():
@@ -250,8 +260,19 @@ def profile_top(
             if len(rows) - 2 >= count:
                 break
         return rows
-    plumbing = ("process ", "threading.py", "concurrent/futures", "<module>", "arbiter.py",
-                "app/base.py", "wsgiapp.py", "workers/base.py", "gthread.py:280", "gthread.py:425")
+
+    plumbing = (
+        "process ",
+        "threading.py",
+        "concurrent/futures",
+        "<module>",
+        "arbiter.py",
+        "app/base.py",
+        "wsgiapp.py",
+        "workers/base.py",
+        "gthread.py:280",
+        "gthread.py:425",
+    )
     return table(self_time, ("process ",)), table(inclusive, plumbing), total
 
 
@@ -260,10 +281,20 @@ LAYERS = (
     # Not a bare "app.py": Flask's own flask/app.py would match it.
     ("the app's own code (webapp/)", ("webapp/", "gunicorn.conf.py")),
     ("SQLAlchemy and psycopg (the database client)", ("sqlalchemy/", "psycopg/")),
-    ("Flask, Werkzeug and the Flask extensions", (
-        "flask/", "werkzeug/", "flask_login/", "flask_wtf/", "itsdangerous/", "jinja2/",
-        "flask_sqlalchemy/", "blinker/", "markupsafe/",
-    )),
+    (
+        "Flask, Werkzeug and the Flask extensions",
+        (
+            "flask/",
+            "werkzeug/",
+            "flask_login/",
+            "flask_wtf/",
+            "itsdangerous/",
+            "jinja2/",
+            "flask_sqlalchemy/",
+            "blinker/",
+            "markupsafe/",
+        ),
+    ),
     ("gunicorn (HTTP parsing, access log, sockets, threads)", ("gunicorn/",)),
 )
 
@@ -351,8 +382,11 @@ def explain_facts(path: Path) -> dict[str, float]:
     if not path.is_file():
         return {}
     text = path.read_text()
-    index = re.search(r"Index Scan using uq_sessions_token_hash.*\n(?:.*\n)*?\s+Buffers: "
-                      r"shared hit=(\d+)", text)
+    index = re.search(
+        r"Index Scan using uq_sessions_token_hash.*\n(?:.*\n)*?\s+Buffers: "
+        r"shared hit=(\d+)",
+        text,
+    )
     execution = re.search(r"Execution Time: ([\d.]+) ms", text)
     return {
         "index": 1.0 if index else 0.0,
@@ -372,9 +406,11 @@ def cleanup_section(folder: Path) -> tuple[list[str], dict[str, float]]:
     lines = []
     if deleted:
         facts["deleted"] = float(deleted[1])
-        lines.append(f"- `flask auth cleanup` deleted {int(deleted[1]):,} expired sessions "
-                     f"in {seconds[1] if seconds else '?'} s (batches of 5,000, one short "
-                     "transaction each).")
+        lines.append(
+            f"- `flask auth cleanup` deleted {int(deleted[1]):,} expired sessions "
+            f"in {seconds[1] if seconds else '?'} s (batches of 5,000, one short "
+            "transaction each)."
+        )
     p99s = [s.p("99") for s in slices]
     if before and slices:
         facts["p99_before"] = before.p("99")
@@ -402,39 +438,66 @@ def build(folder: Path) -> tuple[str, str]:
     sql_lines, sql = sql_table(folder)
     rss = rss_mb(folder)
     all_rss = [v for values in rss.values() for v in values]
-    md = ["# Benchmark results", "",
-          "Generated by `bench/run` (python -m bench.report); do not edit by hand.", "",
-          "## Machine, versions, settings", "", "```", meta, "```", "",
-          "The machine has 2 cores shared with other engineers' test runs, wrk, PostgreSQL and "
-          "the peer: absolute figures are noisy (see the load averages above and per run in the "
-          "raw files). Compare the ratios, taken from runs made back to back on the same machine, "
-          "alternating ours and the peer's per level and round.", "",
-          "## Ours against the Auth.js peer (its 2-worker node:cluster)", "",
-          "req/s and latencies are means over rounds; errors are socket errors, non-2xx answers "
-          "or bodies failing the check (summed over rounds). Every response body was checked.",
-          "", *table, ""]
-    md += ["## SQL per request", "",
-           "Counted by the server (`SQL_COUNT_HEADERS=true` adds `X-SQL-Statements` and "
-           "`X-SQL-Writes`; bench/lua/auth.lua sums them), 8 connections, 2 s per endpoint.", "",
-           *sql_lines, ""]
+    md = [
+        "# Benchmark results",
+        "",
+        "Generated by `bench/run` (python -m bench.report); do not edit by hand.",
+        "",
+        "## Machine, versions, settings",
+        "",
+        "```",
+        meta,
+        "```",
+        "",
+        "The machine has 2 cores shared with other engineers' test runs, wrk, PostgreSQL and "
+        "the peer: absolute figures are noisy (see the load averages above and per run in the "
+        "raw files). Compare the ratios, taken from runs made back to back on the same machine, "
+        "alternating ours and the peer's per level and round.",
+        "",
+        "## Ours against the Auth.js peer (its 2-worker node:cluster)",
+        "",
+        "req/s and latencies are means over rounds; errors are socket errors, non-2xx answers "
+        "or bodies failing the check (summed over rounds). Every response body was checked.",
+        "",
+        *table,
+        "",
+    ]
+    md += [
+        "## SQL per request",
+        "",
+        "Counted by the server (`SQL_COUNT_HEADERS=true` adds `X-SQL-Statements` and "
+        "`X-SQL-Writes`; bench/lua/auth.lua sums them), 8 connections, 2 s per endpoint.",
+        "",
+        *sql_lines,
+        "",
+    ]
     pss = rss_mb(folder, column=2)
-    md += ["## Memory", "",
-           "Resident set size of each gunicorn worker after each stretch of runs, in MB (the "
-           "proportional set size, which splits pages shared between processes, in brackets): "
-           + "; ".join(
-               f"{k}: " + ", ".join(
-                   f"{v:.0f} ({p:.0f})" for v, p in zip(vs, pss.get(k, []), strict=False)
-               ) for k, vs in rss.items()
-           ), ""]
+    md += [
+        "## Memory",
+        "",
+        "Resident set size of each gunicorn worker after each stretch of runs, in MB (the "
+        "proportional set size, which splits pages shared between processes, in brackets): "
+        + "; ".join(
+            f"{k}: "
+            + ", ".join(f"{v:.0f} ({p:.0f})" for v, p in zip(vs, pss.get(k, []), strict=False))
+            for k, vs in rss.items()
+        ),
+        "",
+    ]
     flow_path = folder / "flow.json"
     if flow_path.is_file():
         flow = json.loads(flow_path.read_text())
-        md += ["## E-mail sign-in, the whole flow", "",
-               "bench/flow.py: csrf, POST signin/email, the link from the SMTP sink, GET on the "
-               "link (confirmation page), POST to confirm, GET session naming the address.", "",
-               f"- complete flows: {flow['flows']} ({flow['flows_per_s']:.1f} per second), "
-               f"p50 {flow['p50_ms']:.0f} ms, p90 {flow['p90_ms']:.0f} ms, p99 "
-               f"{flow['p99_ms']:.0f} ms per flow; failures: {flow['failures'] or 'none'}", ""]
+        md += [
+            "## E-mail sign-in, the whole flow",
+            "",
+            "bench/flow.py: csrf, POST signin/email, the link from the SMTP sink, GET on the "
+            "link (confirmation page), POST to confirm, GET session naming the address.",
+            "",
+            f"- complete flows: {flow['flows']} ({flow['flows_per_s']:.1f} per second), "
+            f"p50 {flow['p50_ms']:.0f} ms, p90 {flow['p90_ms']:.0f} ms, p99 "
+            f"{flow['p99_ms']:.0f} ms per flow; failures: {flow['failures'] or 'none'}",
+            "",
+        ]
     small, big = load(folder / "big-lookup-small.txt"), load(folder / "big-lookup-1m.txt")
     big_facts: dict[str, float] = {}
     if small and big:
@@ -443,15 +506,25 @@ def build(folder: Path) -> tuple[str, str]:
         for size, name in (("small", "explain-small.txt"), ("1m", "explain-1m.txt")):
             plan = explain_facts(folder / name)
             big_facts.update({f"{key}_{size}": value for key, value in plan.items()})
-        md += ["## Lookup speed at 1,000,000 sessions", "",
-               "| sessions table | req/s | p50 ms | p99 ms | errors |",
-               "|---|---:|---:|---:|---:|",
-               f"| 120,000 rows (the seed) | {small.cells()} |",
-               f"| {int(rows_text):,} rows | {big.cells()} |", ""]
+        md += [
+            "## Lookup speed at 1,000,000 sessions",
+            "",
+            "| sessions table | req/s | p50 ms | p99 ms | errors |",
+            "|---|---:|---:|---:|---:|",
+            f"| 120,000 rows (the seed) | {small.cells()} |",
+            f"| {int(rows_text):,} rows | {big.cells()} |",
+            "",
+        ]
         for name in ("explain-small.txt", "explain-1m.txt"):
             if (folder / name).is_file():
-                md += [f"`EXPLAIN ANALYZE` of the lookup ({name}):", "", "```",
-                       (folder / name).read_text().strip(), "```", ""]
+                md += [
+                    f"`EXPLAIN ANALYZE` of the lookup ({name}):",
+                    "",
+                    "```",
+                    (folder / name).read_text().strip(),
+                    "```",
+                    "",
+                ]
     cleanup_lines, cleanup = cleanup_section(folder)
     if cleanup_lines:
         md += ["## Cleanup of 1,000,000 expired rows under load", "", *cleanup_lines, ""]
@@ -460,20 +533,36 @@ def build(folder: Path) -> tuple[str, str]:
     if (folder / "profile.raw").is_file():
         samples = profile_samples(folder / "profile.raw")
         self_rows, incl_rows, total = profile_top(samples)
-        md += [ANALYSIS, "## Profile: the workers under GET /auth/session", "",
-               f"py-spy, `--gil` (samples only while a thread holds the GIL, i.e. Python CPU "
-               f"time), 250 Hz for 9 s at 32 connections: {total:,} samples.", "",
-               *profile_layers(samples), "",
-               "Self time (the frame itself):", "", *self_rows, "",
-               "Inclusive time (the frame and what it calls):", "", *incl_rows, ""]
-    terminal = "\n".join([meta, "", *table, "", *sql_lines, "",
-                          *targets(rows, sql, all_rss, big_facts, cleanup)])
+        md += [
+            ANALYSIS,
+            "## Profile: the workers under GET /auth/session",
+            "",
+            f"py-spy, `--gil` (samples only while a thread holds the GIL, i.e. Python CPU "
+            f"time), 250 Hz for 9 s at 32 connections: {total:,} samples.",
+            "",
+            *profile_layers(samples),
+            "",
+            "Self time (the frame itself):",
+            "",
+            *self_rows,
+            "",
+            "Inclusive time (the frame and what it calls):",
+            "",
+            *incl_rows,
+            "",
+        ]
+    terminal = "\n".join(
+        [meta, "", *table, "", *sql_lines, "", *targets(rows, sql, all_rss, big_facts, cleanup)]
+    )
     return terminal, "\n".join(md)
 
 
 def targets(
-    rows: list[Row], sql: dict[str, tuple[float, float]], rss: list[float],
-    big: dict[str, float], cleanup: dict[str, float],
+    rows: list[Row],
+    sql: dict[str, tuple[float, float]],
+    rss: list[float],
+    big: dict[str, float],
+    cleanup: dict[str, float],
 ) -> list[str]:
     """The issue's targets, each as measured in this run."""
     out = []
@@ -481,34 +570,45 @@ def targets(
         if row.endpoint in ("session", "session-rotating") and row.peer:
             ours_p99, peer_p99 = row.pct(row.ours, "99"), row.pct(row.peer, "99")
             holds = row.ratio >= 1.5 and ours_p99 < peer_p99
-            out.append(f"- {'HOLDS' if holds else 'MISSED'}: {row.endpoint} at {row.level} "
-                       f"connections: {row.ratio:.2f}x the peer's req/s (target 1.5x), p99 "
-                       f"{ours_p99:.1f} ms vs the peer's {peer_p99:.1f} ms")
+            out.append(
+                f"- {'HOLDS' if holds else 'MISSED'}: {row.endpoint} at {row.level} "
+                f"connections: {row.ratio:.2f}x the peer's req/s (target 1.5x), p99 "
+                f"{ours_p99:.1f} ms vs the peer's {peer_p99:.1f} ms"
+            )
     if "session" in sql:
         statements, writes = sql["session"]
         holds = abs(statements - 1) < 1e-9 and writes == 0
-        out.append(f"- {'HOLDS' if holds else 'MISSED'}: {statements:.3f} SQL statements and "
-                   f"{writes:.3f} writes per signed-in session read (target 1 and 0)")
+        out.append(
+            f"- {'HOLDS' if holds else 'MISSED'}: {statements:.3f} SQL statements and "
+            f"{writes:.3f} writes per signed-in session read (target 1 and 0)"
+        )
     if big:
         # Judged on the database's own work (plan, pages, execution time): the HTTP req/s of
         # two 5 s runs differ more than that from run to run on this shared machine.
-        holds = (big.get("index_small") == big.get("index_1m") == 1.0
-                 and big.get("ms_1m", 99) < 2 * big.get("ms_small", 0))
-        out.append(f"- {'HOLDS' if holds else 'MISSED'}: lookup at 1,000,000 rows: the same "
-                   f"index scan on uq_sessions_token_hash, {big.get('pages_1m', 0):.0f} buffer "
-                   f"pages against {big.get('pages_small', 0):.0f}, {big.get('ms_1m', 0):.3f} ms "
-                   f"against {big.get('ms_small', 0):.3f} ms in the server; over HTTP "
-                   f"{big['ratio']:.2f}x the req/s of the small table (within this machine's "
-                   "run-to-run noise)")
+        holds = big.get("index_small") == big.get("index_1m") == 1.0 and big.get(
+            "ms_1m", 99
+        ) < 2 * big.get("ms_small", 0)
+        out.append(
+            f"- {'HOLDS' if holds else 'MISSED'}: lookup at 1,000,000 rows: the same "
+            f"index scan on uq_sessions_token_hash, {big.get('pages_1m', 0):.0f} buffer "
+            f"pages against {big.get('pages_small', 0):.0f}, {big.get('ms_1m', 0):.3f} ms "
+            f"against {big.get('ms_small', 0):.3f} ms in the server; over HTTP "
+            f"{big['ratio']:.2f}x the req/s of the small table (within this machine's "
+            "run-to-run noise)"
+        )
     if "p99_during_max" in cleanup:
         stalled = cleanup["errors_during"] > 0 or cleanup["p99_during_max"] > 1000
-        out.append(f"- {'MISSED' if stalled else 'HOLDS'}: during the cleanup GET /auth/session "
-                   f"p99 was {cleanup['p99_during_median']:.1f} ms (median of 2 s slices; worst "
-                   f"{cleanup['p99_during_max']:.1f} ms) against {cleanup['p99_before']:.1f} ms "
-                   f"before, {int(cleanup['errors_during'])} errors: no stall")
+        out.append(
+            f"- {'MISSED' if stalled else 'HOLDS'}: during the cleanup GET /auth/session "
+            f"p99 was {cleanup['p99_during_median']:.1f} ms (median of 2 s slices; worst "
+            f"{cleanup['p99_during_max']:.1f} ms) against {cleanup['p99_before']:.1f} ms "
+            f"before, {int(cleanup['errors_during'])} errors: no stall"
+        )
     if rss:
-        out.append(f"- {'HOLDS' if max(rss) < 100 else 'MISSED'}: largest worker RSS "
-                   f"{max(rss):.0f} MB (target < 100 MB)")
+        out.append(
+            f"- {'HOLDS' if max(rss) < 100 else 'MISSED'}: largest worker RSS "
+            f"{max(rss):.0f} MB (target < 100 MB)"
+        )
     return out
 
 

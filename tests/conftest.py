@@ -208,8 +208,11 @@ class SqlCounter:
 
     @property
     def writes(self) -> list[str]:
-        return [s for s in self.statements if s.lstrip().split()[0].upper() in
-                {"INSERT", "UPDATE", "DELETE"}]
+        return [
+            s
+            for s in self.statements
+            if s.lstrip().split()[0].upper() in {"INSERT", "UPDATE", "DELETE"}
+        ]
 
 
 @pytest.fixture

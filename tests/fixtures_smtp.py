@@ -75,8 +75,9 @@ class Mailbox:
     #: The names clients gave in EHLO/HELO, one per delivered message.
     helo_names: list[str] = field(default_factory=list)
 
-    async def handle_RCPT(self, server: Any, session: Any, envelope: Any, address: str,
-                          rcpt_options: list[str]) -> str:
+    async def handle_RCPT(
+        self, server: Any, session: Any, envelope: Any, address: str, rcpt_options: list[str]
+    ) -> str:
         if self.rcpt_reply:
             return self.rcpt_reply
         envelope.rcpt_tos.append(address)
@@ -92,10 +93,12 @@ class Mailbox:
         )
         return "250 Message accepted"
 
-    def authenticate(self, server: Any, session: Any, envelope: Any, mechanism: str,
-                     auth_data: Any) -> AuthResult:
+    def authenticate(
+        self, server: Any, session: Any, envelope: Any, mechanism: str, auth_data: Any
+    ) -> AuthResult:
         ok = isinstance(auth_data, LoginPassword) and (
-            auth_data.login.decode(), auth_data.password.decode()
+            auth_data.login.decode(),
+            auth_data.password.decode(),
         ) == (SMTP_USER, SMTP_PASSWORD)
         if ok:
             self.logins.append(auth_data.login.decode())
@@ -128,8 +131,11 @@ def free_port() -> int:
 def _start(mailbox: Mailbox, **kwargs: Any) -> Controller:
     mailbox.port = free_port()
     controller = Controller(
-        mailbox, hostname=mailbox.host, port=mailbox.port,
-        authenticator=mailbox.authenticate, **kwargs,
+        mailbox,
+        hostname=mailbox.host,
+        port=mailbox.port,
+        authenticator=mailbox.authenticate,
+        **kwargs,
     )
     controller.start()
     return controller
@@ -205,10 +211,13 @@ def _self_signed_certificate(folder: Path) -> tuple[Path, Path]:
     )
     cert_file, key_file = folder / "cert.pem", folder / "key.pem"
     cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    ))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
     return cert_file, key_file
 
 

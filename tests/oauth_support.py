@@ -155,8 +155,9 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length).decode() if length else ""
         fake.hits[parts.path] += 1
-        request = FakeRequest(method, parts.path, parse_qs(parts.query), parse_qs(body),
-                              dict(self.headers))
+        request = FakeRequest(
+            method, parts.path, parse_qs(parts.query), parse_qs(body), dict(self.headers)
+        )
         fake.requests.append(request)
         route = fake.routes.get(parts.path)
         status, headers, payload = route(request) if route else (404, {}, {"error": "nope"})
@@ -182,8 +183,14 @@ class _Server(ThreadingHTTPServer):
 
 
 class FakeRequest:
-    def __init__(self, method: str, path: str, query: dict[str, list[str]],
-                 form: dict[str, list[str]], headers: dict[str, str]) -> None:
+    def __init__(
+        self,
+        method: str,
+        path: str,
+        query: dict[str, list[str]],
+        form: dict[str, list[str]],
+        headers: dict[str, str],
+    ) -> None:
         self.method = method
         self.path = path
         self.query = {k: v[0] for k, v in query.items()}
@@ -213,8 +220,12 @@ class FakeIdP:
         self.jwks: list[dict[str, Any]] = [self.sign_key.as_dict(private=False)]
         self.header: dict[str, Any] = {}
         self.claims: dict[str, Any] = {}
-        self.userinfo: dict[str, Any] | None = {"sub": "user-1", "email": "fay@example.com",
-                                                "email_verified": True, "name": "Fay"}
+        self.userinfo: dict[str, Any] | None = {
+            "sub": "user-1",
+            "email": "fay@example.com",
+            "email_verified": True,
+            "name": "Fay",
+        }
         self.token_extra: dict[str, Any] = {}
         self.codes: dict[str, dict[str, str]] = {}
         #: The ``iss`` the authorization response carries (RFC 9207); default the issuer.
@@ -263,15 +274,23 @@ class FakeIdP:
     def id_token(self, nonce: str | None) -> str:
         now = int(time.time())
         claims: dict[str, Any] = {
-            "iss": self.issuer, "sub": "user-1", "aud": self.client_id,
-            "iat": now, "exp": now + 300, "email": "fay@example.com", "email_verified": True,
+            "iss": self.issuer,
+            "sub": "user-1",
+            "aud": self.client_id,
+            "iat": now,
+            "exp": now + 300,
+            "email": "fay@example.com",
+            "email_verified": True,
         }
         if nonce is not None:
             claims["nonce"] = nonce
         claims.update(self.claims)
         claims = {k: v for k, v in claims.items() if v is not None}
-        header = {"alg": "RS256" if isinstance(self.sign_key, RSAKey) else "ES256",
-                  "kid": self.sign_key.kid, **self.header}
+        header = {
+            "alg": "RS256" if isinstance(self.sign_key, RSAKey) else "ES256",
+            "kid": self.sign_key.kid,
+            **self.header,
+        }
         header = {k: v for k, v in header.items() if v is not None}
         return jwt.encode(header, claims, self.sign_key, algorithms=[header["alg"]])
 
@@ -279,8 +298,11 @@ class FakeIdP:
         auth = self.codes.pop(request.form.get("code", ""), None)
         if auth is None:
             return 400, {}, {"error": "invalid_grant"}
-        body: dict[str, Any] = {"access_token": "at-" + secrets.token_urlsafe(8),
-                                "token_type": "Bearer", "expires_in": 3600}
+        body: dict[str, Any] = {
+            "access_token": "at-" + secrets.token_urlsafe(8),
+            "token_type": "Bearer",
+            "expires_in": 3600,
+        }
         if self.oidc:
             body["id_token"] = self.id_token(auth.get("nonce"))
         body.update(self.token_extra)

@@ -37,8 +37,12 @@ def _count(app, model, **where) -> int:
 
 def _add_account(app, user_id: int, provider: str = "github") -> int:
     with app.app_context():
-        account = Account(user_id=user_id, type="oauth", provider=provider,
-                          provider_account_id=f"{provider}-{user_id}")
+        account = Account(
+            user_id=user_id,
+            type="oauth",
+            provider=provider,
+            provider_account_id=f"{provider}-{user_id}",
+        )
         db.session.add(account)
         db.session.commit()
         return account.id
@@ -46,8 +50,11 @@ def _add_account(app, user_id: int, provider: str = "github") -> int:
 
 def _session_ids(app, user_id: int) -> list[int]:
     with app.app_context():
-        return list(db.session.scalars(
-            db.select(Session.id).where(Session.user_id == user_id).order_by(Session.id)))
+        return list(
+            db.session.scalars(
+                db.select(Session.id).where(Session.user_id == user_id).order_by(Session.id)
+            )
+        )
 
 
 @pytest.fixture
@@ -58,8 +65,10 @@ def second_browser(app, auth):
     other = app.test_client()
     other.environ_base["HTTP_USER_AGENT"] = IPHONE_UA
     token = other.get("/auth/csrf").json["csrfToken"]
-    other.post("/auth/callback/demo",
-               data={"csrfToken": token, "email": "ann@example.com", "password": "demo"})
+    other.post(
+        "/auth/callback/demo",
+        data={"csrfToken": token, "email": "ann@example.com", "password": "demo"},
+    )
     return other
 
 
@@ -102,8 +111,9 @@ def test_the_last_sign_in_method_cannot_be_removed(app, client, auth, without_em
     page = client.get("/account").get_data(as_text=True)
     assert "/unlink" not in page
     assert "only way to sign in" in page
-    r = client.post(f"/account/accounts/{account_id}/unlink",
-                    data={"csrfToken": auth.csrf()}, headers=HTMX)
+    r = client.post(
+        f"/account/accounts/{account_id}/unlink", data={"csrfToken": auth.csrf()}, headers=HTMX
+    )
     assert "is your only way to sign in" in r.get_data(as_text=True)
     assert _count(app, Account, user_id=user.id) == 1
 
@@ -117,8 +127,9 @@ def test_unlink_with_htmx_returns_the_section(app, client, auth):
     auth.signin()
     user = _user(app)
     github = _add_account(app, user.id)
-    r = client.post(f"/account/accounts/{github}/unlink",
-                    data={"csrfToken": auth.csrf()}, headers=HTMX)
+    r = client.post(
+        f"/account/accounts/{github}/unlink", data={"csrfToken": auth.csrf()}, headers=HTMX
+    )
     html = r.get_data(as_text=True)
     assert r.status_code == 200
     assert html.lstrip().startswith('<section id="accounts"')
@@ -151,11 +162,13 @@ def test_another_users_account_or_session_is_not_found(app, client, auth):
     bob_github = _add_account(app, bob.id)
     (bob_session,) = _session_ids(app, bob.id)
     auth.signin("ann@example.com")
-    r = client.post(f"/account/accounts/{bob_github}/unlink",
-                    data={"csrfToken": auth.csrf()}, headers=HTMX)
+    r = client.post(
+        f"/account/accounts/{bob_github}/unlink", data={"csrfToken": auth.csrf()}, headers=HTMX
+    )
     assert "not linked to your account" in r.get_data(as_text=True)
-    r = client.post(f"/account/sessions/{bob_session}/end",
-                    data={"csrfToken": auth.csrf()}, headers=HTMX)
+    r = client.post(
+        f"/account/sessions/{bob_session}/end", data={"csrfToken": auth.csrf()}, headers=HTMX
+    )
     assert "already ended" in r.get_data(as_text=True)
     assert _count(app, Account, id=bob_github) == 1
     assert _session_ids(app, bob.id) == [bob_session]
@@ -164,8 +177,9 @@ def test_another_users_account_or_session_is_not_found(app, client, auth):
 def test_ending_another_session_signs_that_browser_out(app, client, auth, second_browser):
     user = _user(app)
     mine, theirs = _session_ids(app, user.id)
-    r = client.post(f"/account/sessions/{theirs}/end",
-                    data={"csrfToken": auth.csrf()}, headers=HTMX)
+    r = client.post(
+        f"/account/sessions/{theirs}/end", data={"csrfToken": auth.csrf()}, headers=HTMX
+    )
     assert "That session was signed out." in r.get_data(as_text=True)
     assert _session_ids(app, user.id) == [mine]
     assert second_browser.get("/auth/session").json is None
@@ -175,8 +189,7 @@ def test_ending_another_session_signs_that_browser_out(app, client, auth, second
 def test_ending_this_session_leaves_the_account_area(app, client, auth):
     auth.signin()
     (mine,) = _session_ids(app, _user(app).id)
-    r = client.post(f"/account/sessions/{mine}/end", data={"csrfToken": auth.csrf()},
-                    headers=HTMX)
+    r = client.post(f"/account/sessions/{mine}/end", data={"csrfToken": auth.csrf()}, headers=HTMX)
     assert r.status_code == 204
     assert r.headers["HX-Redirect"] == "/"
     assert client.get("/auth/session").json is None
@@ -206,8 +219,9 @@ def test_account_forms_need_the_csrf_token(app, client, auth, second_browser):
 
 def test_delete_needs_the_typed_confirmation(app, client, auth):
     auth.signin()
-    r = client.post("/account/delete", data={"csrfToken": auth.csrf(), "confirm": "yes"},
-                    headers=HTMX)
+    r = client.post(
+        "/account/delete", data={"csrfToken": auth.csrf(), "confirm": "yes"}, headers=HTMX
+    )
     assert "Type DELETE to confirm." in r.get_data(as_text=True)
     assert _count(app, User) == 1
 
@@ -218,8 +232,9 @@ def test_delete_needs_a_recent_sign_in(app, client, auth):
         page = client.get("/account").get_data(as_text=True)
         assert "needs a recent sign-in (in the last 10 minutes)" in page
         assert 'name="confirm"' not in page
-        r = client.post("/account/delete", data={"csrfToken": auth.csrf(), "confirm": "DELETE"},
-                        headers=HTMX)
+        r = client.post(
+            "/account/delete", data={"csrfToken": auth.csrf(), "confirm": "DELETE"}, headers=HTMX
+        )
         # Sent to confirm it is them, then back to the delete form.
         assert r.headers["HX-Redirect"] == "/account/confirm?next=%2Faccount%23delete"
     assert _count(app, User) == 1
@@ -238,14 +253,15 @@ def test_delete_removes_the_user_and_everything_linked(app, client, auth, second
     assert _count(app, User) == 1
     assert second_browser.get("/auth/session").json is None
     assert "Your account and everything linked to it were deleted." in client.get("/").get_data(
-        as_text=True)
+        as_text=True
+    )
 
 
 # The JSON endpoints -------------------------------------------------------------------------
 
+
 def _api_post(client, auth, path, body=None):
-    return client.post(f"/account/api{path}", json=body or {},
-                       headers={"X-CSRFToken": auth.csrf()})
+    return client.post(f"/account/api{path}", json=body or {}, headers={"X-CSRFToken": auth.csrf()})
 
 
 def test_api_needs_a_session(client):
@@ -263,7 +279,9 @@ def test_api_overview(app, client, auth, second_browser, without_email):
     assert [a["provider"] for a in body["accounts"]] == ["demo"]
     assert body["canUnlink"] is False
     assert sorted(s["device"] for s in body["sessions"]) == [
-        "Chrome 156 on Linux", "Mobile Safari 17 on iPhone"]
+        "Chrome 156 on Linux",
+        "Mobile Safari 17 on iPhone",
+    ]
     assert [s["current"] for s in body["sessions"]].count(True) == 1
     assert body["recentlySignedIn"] is True
     assert body["sessions"][0]["createdAt"].endswith("Z")

@@ -45,8 +45,9 @@ PASSWORD = "attacker's own password"
 def user_of(app: Flask, provider: str, subject: str) -> User:
     with app.app_context():
         user = db.session.execute(
-            sa.select(User).join(Account).where(
-                Account.provider == provider, Account.provider_account_id == subject)
+            sa.select(User)
+            .join(Account)
+            .where(Account.provider == provider, Account.provider_account_id == subject)
         ).scalar_one()
         db.session.expunge_all()
         return user
@@ -61,8 +62,7 @@ def users(app: Flask) -> list[User]:
 
 def session_user_ids(app: Flask) -> list[int]:
     with app.app_context():
-        return list(db.session.execute(
-            sa.select(Session.user_id).order_by(Session.id)).scalars())
+        return list(db.session.execute(sa.select(Session.user_id).order_by(Session.id)).scalars())
 
 
 def session_of(client: FlaskClient) -> dict[str, Any] | None:
@@ -70,8 +70,9 @@ def session_of(client: FlaskClient) -> dict[str, Any] | None:
     return body or None
 
 
-def assert_attacker_sees_only_himself(app: Flask, attacker: FlaskClient, attacker_id: int,
-                                      ann_id: int) -> None:
+def assert_attacker_sees_only_himself(
+    app: Flask, attacker: FlaskClient, attacker_id: int, ann_id: int
+) -> None:
     """His cookie, his session JSON and his account area show his user, none of hers."""
     assert attacker_id != ann_id
     session = session_of(attacker)
@@ -79,10 +80,14 @@ def assert_attacker_sees_only_himself(app: Flask, attacker: FlaskClient, attacke
     overview = attacker.get("/account/api").json
     assert overview["user"]["email"] is None
     with app.app_context():
-        hers = set(db.session.execute(
-            sa.select(Session.id).where(Session.user_id == ann_id)).scalars())
-        his = set(db.session.execute(
-            sa.select(Session.id).where(Session.user_id == attacker_id)).scalars())
+        hers = set(
+            db.session.execute(sa.select(Session.id).where(Session.user_id == ann_id)).scalars()
+        )
+        his = set(
+            db.session.execute(
+                sa.select(Session.id).where(Session.user_id == attacker_id)
+            ).scalars()
+        )
     assert hers and {s["id"] for s in overview["sessions"]} == his
     assert ANN not in attacker.get("/account").get_data(as_text=True)
 
@@ -128,14 +133,18 @@ def credentials_app(make_oauth_app: Any, mailbox: Mailbox, *, verified: bool) ->
         email = form["email"].strip().lower()
         return UserInfo(email=email, name="Hook user", subject=email, email_verified=verified)
 
-    return make_oauth_app([{"id": "password", "type": "credentials", "name": "Password"}],
-                          hooks=hooks, EMAIL_SERVER=mailbox.url())
+    return make_oauth_app(
+        [{"id": "password", "type": "credentials", "name": "Password"}],
+        hooks=hooks,
+        EMAIL_SERVER=mailbox.url(),
+    )
 
 
 def credentials_sign_in(client: FlaskClient, email: str) -> Any:
     csrf = client.get("/auth/csrf").json["csrfToken"]  # type: ignore[index]
-    return client.post("/auth/callback/password",
-                       data={"csrfToken": csrf, "email": email, "password": PASSWORD})
+    return client.post(
+        "/auth/callback/password", data={"csrfToken": csrf, "email": email, "password": PASSWORD}
+    )
 
 
 def test_credentials_hook_without_verification_cannot_pre_hijack(
@@ -170,8 +179,10 @@ def test_credentials_hook_that_vouches_links_to_the_owner(
 def test_provider_that_verifies_links_when_allowed(
     node_op: Any, make_oauth_app: Any, mailbox: Mailbox
 ) -> None:
-    app = make_oauth_app([node_op.provider_config(
-        "op-basic", allow_dangerous_email_account_linking=True)], EMAIL_SERVER=mailbox.url())
+    app = make_oauth_app(
+        [node_op.provider_config("op-basic", allow_dangerous_email_account_linking=True)],
+        EMAIL_SERVER=mailbox.url(),
+    )
     email_sign_in(app.test_client(), mailbox, ANN)
     assert error_of(Browser(app.test_client()).sign_in("op-basic", login_hint="ann")) is None
     [ann] = users(app)
@@ -185,21 +196,28 @@ def test_provider_that_verifies_links_when_allowed(
 def test_unverified_claims_on_known_and_unknown_addresses_look_alike(
     node_op: Any, make_oauth_app: Any, mailbox: Mailbox, linking: bool
 ) -> None:
-    app = make_oauth_app([node_op.provider_config(
-        "op-basic", allow_dangerous_email_account_linking=linking)], EMAIL_SERVER=mailbox.url())
+    app = make_oauth_app(
+        [node_op.provider_config("op-basic", allow_dangerous_email_account_linking=linking)],
+        EMAIL_SERVER=mailbox.url(),
+    )
     email_sign_in(app.test_client(), mailbox, ANN)  # ann@ has an account; bob@ has none
     answers = []
     for login in ("mallory", "bob"):  # claims ann@ and bob@, neither verified
         browser = Browser(app.test_client())
         response = browser.sign_in("op-basic", login_hint=login, callback_url="/after")
         # Cookie names, less the digest of each flow's own state.
-        cookies = sorted(re.sub(r"\.[0-9a-f]{16}$", "", c.split("=", 1)[0])
-                         for c in response.headers.getlist("Set-Cookie"))
+        cookies = sorted(
+            re.sub(r"\.[0-9a-f]{16}$", "", c.split("=", 1)[0])
+            for c in response.headers.getlist("Set-Cookie")
+        )
         answers.append((response.status_code, response.headers["Location"], cookies))
     assert answers[0] == answers[1]
     assert answers[0][:2] == (302, APP_ORIGIN + "/after")
-    ann, mallory, bob = (user_of(app, "email", ANN), user_of(app, "op-basic", "mallory"),
-                         user_of(app, "op-basic", "bob"))
+    ann, mallory, bob = (
+        user_of(app, "email", ANN),
+        user_of(app, "op-basic", "mallory"),
+        user_of(app, "op-basic", "bob"),
+    )
     assert len({ann.id, mallory.id, bob.id}) == 3
     assert (mallory.email, mallory.email_verified) == (ANN, None)
     assert (bob.email, bob.email_verified) == ("bob@example.com", None)
@@ -229,8 +247,7 @@ def test_an_unverified_holder_does_not_block_linking_a_verified_address(
     browser = Browser(app.test_client())
     demo_sign_in(browser.client, "someone@example.com")
     assert error_of(browser.sign_in("op-basic", login_hint="alice")) is None
-    assert (user_of(app, "op-basic", "alice").id
-            == user_of(app, "demo", "someone@example.com").id)
+    assert user_of(app, "op-basic", "alice").id == user_of(app, "demo", "someone@example.com").id
 
 
 # -- the owner arrives: unverified claims are withdrawn --------------------------------
@@ -260,8 +277,7 @@ def test_the_first_verified_owner_takes_the_address_from_unverified_holders(
 @pytest.fixture
 def fake() -> Iterator[FakeIdP]:
     with fake_idp() as provider:
-        provider.userinfo = {"sub": "user-1", "email": ANN, "email_verified": False,
-                             "name": "Fay"}
+        provider.userinfo = {"sub": "user-1", "email": ANN, "email_verified": False, "name": "Fay"}
         provider.claims = {"email": ANN, "email_verified": False}
         yield provider
 
@@ -325,8 +341,9 @@ def test_concurrent_first_sign_ins_of_one_address_make_one_user(
         start.wait()
         results.append(actions.client.post("/auth/callback/email", data=form).headers["Location"])
 
-    threads = [threading.Thread(target=press, args=pair) for pair in zip(racers, forms,
-                                                                         strict=True)]
+    threads = [
+        threading.Thread(target=press, args=pair) for pair in zip(racers, forms, strict=True)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -413,45 +430,73 @@ def test_downgrade_clears_only_unverified_duplicates_and_keeps_every_row(
     app = create_app(base_config(empty_database), environ={})
     now = "2026-11-22 12:00:00+00"
     rows = [  # id, email, verified
-        (1, "both@example.com", False), (2, "both@example.com", False),
-        (3, "owned@example.com", True), (4, "owned@example.com", False),
-        (5, "alone@example.com", False), (6, None, False),
+        (1, "both@example.com", False),
+        (2, "both@example.com", False),
+        (3, "owned@example.com", True),
+        (4, "owned@example.com", False),
+        (5, "alone@example.com", False),
+        (6, None, False),
     ]
     with app.app_context():
         upgrade(directory=str(MIGRATIONS_DIR))
         with db.engine.begin() as conn:
             for user_id, email, verified in rows:
-                conn.execute(sa.text(
-                    "INSERT INTO users (id, email, email_verified, created_at, updated_at) "
-                    "VALUES (:id, :email, :verified, :now, :now)"
-                ), {"id": user_id, "email": email, "verified": now if verified else None,
-                    "now": now})
-                conn.execute(sa.text(
-                    "INSERT INTO accounts (user_id, type, provider, provider_account_id, "
-                    "created_at, updated_at) VALUES (:id, 'oidc', 'op', :sub, :now, :now)"
-                ), {"id": user_id, "sub": f"sub-{user_id}", "now": now})
-                conn.execute(sa.text(
-                    "INSERT INTO sessions (user_id, token_hash, expires, created_at, "
-                    "last_active_at) VALUES (:id, :hash, '2099-01-01 00:00:00+00', :now, :now)"
-                ), {"id": user_id, "hash": f"{user_id:064d}", "now": now})
+                conn.execute(
+                    sa.text(
+                        "INSERT INTO users (id, email, email_verified, created_at, updated_at) "
+                        "VALUES (:id, :email, :verified, :now, :now)"
+                    ),
+                    {
+                        "id": user_id,
+                        "email": email,
+                        "verified": now if verified else None,
+                        "now": now,
+                    },
+                )
+                conn.execute(
+                    sa.text(
+                        "INSERT INTO accounts (user_id, type, provider, provider_account_id, "
+                        "created_at, updated_at) VALUES (:id, 'oidc', 'op', :sub, :now, :now)"
+                    ),
+                    {"id": user_id, "sub": f"sub-{user_id}", "now": now},
+                )
+                conn.execute(
+                    sa.text(
+                        "INSERT INTO sessions (user_id, token_hash, expires, created_at, "
+                        "last_active_at) VALUES (:id, :hash, '2099-01-01 00:00:00+00', :now, :now)"
+                    ),
+                    {"id": user_id, "hash": f"{user_id:064d}", "now": now},
+                )
 
         downgrade(directory=str(MIGRATIONS_DIR), revision="0002_email_sign_in")
         with db.engine.connect() as conn:
             emails = dict(conn.execute(sa.text("SELECT id, email FROM users")).all())
-            counts = [conn.execute(sa.text(f"SELECT COUNT(*) FROM {t}")).scalar()
-                      for t in ("accounts", "sessions", "active_sessions")]
-        assert emails == {1: None, 2: None, 3: "owned@example.com", 4: None,
-                          5: "alone@example.com", 6: None}
+            counts = [
+                conn.execute(sa.text(f"SELECT COUNT(*) FROM {t}")).scalar()
+                for t in ("accounts", "sessions", "active_sessions")
+            ]
+        assert emails == {
+            1: None,
+            2: None,
+            3: "owned@example.com",
+            4: None,
+            5: "alone@example.com",
+            6: None,
+        }
         # SQLite rebuilds users: without foreign keys off, that would cascade to these.
         assert counts == [6, 6, 6]
-        uniques = {tuple(u["column_names"])
-                   for u in sa.inspect(db.engine).get_unique_constraints("users")}
+        uniques = {
+            tuple(u["column_names"]) for u in sa.inspect(db.engine).get_unique_constraints("users")
+        }
         assert ("email",) in uniques
 
         upgrade(directory=str(MIGRATIONS_DIR))
         with db.engine.connect() as conn:
             assert conn.execute(sa.text("SELECT COUNT(*) FROM sessions")).scalar() == 6
-            foreign_keys = (conn.execute(sa.text("PRAGMA foreign_keys")).scalar()
-                            if conn.dialect.name == "sqlite" else 1)
+            foreign_keys = (
+                conn.execute(sa.text("PRAGMA foreign_keys")).scalar()
+                if conn.dialect.name == "sqlite"
+                else 1
+            )
         assert foreign_keys == 1
         db.engine.dispose()

@@ -79,21 +79,27 @@ def test_seeded_tokens_read_as_their_users(postgres_url: str):
 def test_profile_layers_attribute_each_sample_to_its_innermost_known_layer(tmp_path):
     raw = tmp_path / "profile.raw"
     site = "/venv/lib/python3.11/site-packages"
-    raw.write_text("\n".join([
-        # Flask's own app.py is Flask, not the app (whose code lives in webapp/).
-        f"handle ({site}/gunicorn/workers/gthread.py:553);"
-        f"Flask.wsgi_app ({site}/flask/app.py:1511) 3",
-        f"Flask.wsgi_app ({site}/flask/app.py:1511);read_session (/src/main/webapp/auth/"
-        f"sessions.py:90);execute ({site}/psycopg/cursor.py:100) 2",
-        f"Flask.wsgi_app ({site}/flask/app.py:1511);read_session (/src/main/webapp/auth/"
-        "sessions.py:90) 4",
-        "select (selectors.py:468) 1",
-        "py-spy's note, not a sample",
-    ]))
+    raw.write_text(
+        "\n".join(
+            [
+                # Flask's own app.py is Flask, not the app (whose code lives in webapp/).
+                f"handle ({site}/gunicorn/workers/gthread.py:553);"
+                f"Flask.wsgi_app ({site}/flask/app.py:1511) 3",
+                f"Flask.wsgi_app ({site}/flask/app.py:1511);read_session (/src/main/webapp/auth/"
+                f"sessions.py:90);execute ({site}/psycopg/cursor.py:100) 2",
+                f"Flask.wsgi_app ({site}/flask/app.py:1511);read_session (/src/main/webapp/auth/"
+                "sessions.py:90) 4",
+                "select (selectors.py:468) 1",
+                "py-spy's note, not a sample",
+            ]
+        )
+    )
     samples = report.profile_samples(raw)
     assert [n for _, n in samples] == [3, 2, 4, 1]
-    assert samples[0][0] == ["handle (gunicorn/workers/gthread.py:553)",
-                             "Flask.wsgi_app (flask/app.py:1511)"]
+    assert samples[0][0] == [
+        "handle (gunicorn/workers/gthread.py:553)",
+        "Flask.wsgi_app (flask/app.py:1511)",
+    ]
     assert report.profile_layers(samples)[2:] == [
         "| the app's own code (webapp/) | 40% |",
         "| Flask, Werkzeug and the Flask extensions | 30% |",

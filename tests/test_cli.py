@@ -24,16 +24,26 @@ def test_cleanup_deletes_only_what_expired(app, client, auth, runner):
     other = app.test_client()
     with freeze_time("2026-01-01 00:00:00"):
         token = other.get("/auth/csrf").json["csrfToken"]
-        other.post("/auth/callback/demo", data={
-            "csrfToken": token, "email": "stale@example.com", "password": "demo"})
+        other.post(
+            "/auth/callback/demo",
+            data={"csrfToken": token, "email": "stale@example.com", "password": "demo"},
+        )
     with app.app_context():
         now = datetime.now(UTC)
-        db.session.add_all([
-            VerificationToken(identifier="a@example.com", token_hash="1" * 64,
-                              expires=now - timedelta(minutes=1)),
-            VerificationToken(identifier="b@example.com", token_hash="2" * 64,
-                              expires=now + timedelta(hours=1)),
-        ])
+        db.session.add_all(
+            [
+                VerificationToken(
+                    identifier="a@example.com",
+                    token_hash="1" * 64,
+                    expires=now - timedelta(minutes=1),
+                ),
+                VerificationToken(
+                    identifier="b@example.com",
+                    token_hash="2" * 64,
+                    expires=now + timedelta(hours=1),
+                ),
+            ]
+        )
         db.session.commit()
     assert count(app, Session) == 2
     result = runner.invoke(args=["auth", "cleanup", "--batch-size", "1"])
@@ -54,9 +64,11 @@ def test_sessions_lists_and_filters(app, client, auth, runner):
     app.test_client()
     other = app.test_client()
     token = other.get("/auth/csrf").json["csrfToken"]
-    other.post("/auth/callback/demo", data={"csrfToken": token, "email": "bob@example.com",
-                                            "password": "demo"},
-               headers={"User-Agent": "Mozilla/5.0 (X11; Linux x86_64) Firefox/130.0"})
+    other.post(
+        "/auth/callback/demo",
+        data={"csrfToken": token, "email": "bob@example.com", "password": "demo"},
+        headers={"User-Agent": "Mozilla/5.0 (X11; Linux x86_64) Firefox/130.0"},
+    )
     result = runner.invoke(args=["auth", "sessions"])
     assert result.exit_code == 0
     assert "ann@example.com" in result.output and "bob@example.com" in result.output
@@ -99,9 +111,15 @@ def test_revoke_by_address_ends_every_user_showing_it(app, client, auth, runner)
         db.session.add(owner)
         db.session.flush()
         now = datetime.now(UTC)
-        db.session.add(Session(user_id=owner.id, token_hash="f" * 64,
-                               expires=now + timedelta(days=1), created_at=now,
-                               last_active_at=now))
+        db.session.add(
+            Session(
+                user_id=owner.id,
+                token_hash="f" * 64,
+                expires=now + timedelta(days=1),
+                created_at=now,
+                last_active_at=now,
+            )
+        )
         db.session.commit()
     result = runner.invoke(args=["auth", "revoke", "--user", "ANN@example.com"])
     assert result.exit_code == 0 and "revoked 2 session(s) of 2 user(s)" in result.output

@@ -92,11 +92,16 @@ def test_postgres_urls_get_the_psycopg_driver():
         ("[[providers]]\ntype = 'credentials'\n", r"provider #1: id must match"),
         ("[[providers]]\nid = 'Bad Id'\ntype = 'credentials'\n", "id must match"),
         ("[[providers]]\nid = 'a'\n", "provider 'a': type is required"),
-        ("[[providers]]\nid = 'a'\ntype = 'credentials'\n[[providers]]\nid = 'a'\n"
-         "type = 'credentials'\n", "provider 'a': duplicate id"),
+        (
+            "[[providers]]\nid = 'a'\ntype = 'credentials'\n[[providers]]\nid = 'a'\n"
+            "type = 'credentials'\n",
+            "provider 'a': duplicate id",
+        ),
         ("[[providers]]\nid = 'a'\ntype = 'saml'\n", "provider 'a': unknown type 'saml'"),
-        ("[[providers]]\nid = 'a'\ntype = 'credentials'\nfields = []\n",
-         "provider 'a': fields must be"),
+        (
+            "[[providers]]\nid = 'a'\ntype = 'credentials'\nfields = []\n",
+            "provider 'a': fields must be",
+        ),
         ("this is = not toml", "is not valid TOML"),
         ("providers = 3\n", "must be \\[\\[providers\\]\\] tables"),
     ],
@@ -105,8 +110,16 @@ def test_bad_provider_configuration_names_the_provider(tmp_path, toml, match):
     path = tmp_path / "auth.toml"
     path.write_text(toml)
     with pytest.raises(ConfigError, match=match):
-        create_app({"APP_ENV": "development", "AUTH_SECRET": SECRET, "AUTH_CONFIG": str(path),
-                    "DATABASE_URL": "sqlite://", "TESTING": True}, environ={})
+        create_app(
+            {
+                "APP_ENV": "development",
+                "AUTH_SECRET": SECRET,
+                "AUTH_CONFIG": str(path),
+                "DATABASE_URL": "sqlite://",
+                "TESTING": True,
+            },
+            environ={},
+        )
 
 
 def test_toml_auth_table_supplies_settings_and_env_wins(tmp_path):

@@ -29,6 +29,7 @@ def write_config(tmp_path, body):
 def credentials_app(make_app, tmp_path, hooks=None, **overrides):
     hooks = hooks or AuthHooks()
     if hooks.authorize is None:
+
         @hooks.authorize_credentials
         def authorize(form):
             email = form["email"].strip().lower()
@@ -36,7 +37,9 @@ def credentials_app(make_app, tmp_path, hooks=None, **overrides):
                 return UserInfo(email=email, name="Ann", subject=email)
             return None
 
-    config = write_config(tmp_path, """
+    config = write_config(
+        tmp_path,
+        """
 [[providers]]
 id = "password"
 type = "credentials"
@@ -45,14 +48,17 @@ fields = [
   { name = "email", label = "E-mail", type = "email" },
   { name = "password", label = "Password", type = "password" },
 ]
-""")
+""",
+    )
     return make_app(AUTH_CONFIG=config, hooks=hooks, **overrides)
 
 
 def post(client, email, password, **extra):
     token = client.get("/auth/csrf").json["csrfToken"]
-    return client.post("/auth/callback/password", data={
-        "csrfToken": token, "email": email, "password": password, **extra})
+    return client.post(
+        "/auth/callback/password",
+        data={"csrfToken": token, "email": email, "password": password, **extra},
+    )
 
 
 def count(app, model):
@@ -73,11 +79,17 @@ def test_success_creates_user_account_and_database_session(make_app, tmp_path):
     r = post(client, "Ann@Example.com", USERS["ann@example.com"], callbackUrl="/account")
     assert r.status_code == 302 and r.headers["Location"] == "http://localhost/account"
     assert client.get("/auth/session").json["user"] == {
-        "name": "Ann", "email": "ann@example.com", "image": None}
+        "name": "Ann",
+        "email": "ann@example.com",
+        "image": None,
+    }
     with app.app_context():
         account = db.session.scalars(sa.select(Account)).one()
         assert (account.provider, account.type, account.provider_account_id) == (
-            "password", "credentials", "ann@example.com")
+            "password",
+            "credentials",
+            "ann@example.com",
+        )
         session = db.session.scalars(sa.select(Session)).one()
         assert session.provider == "password"
     # A second sign-in reuses the user and account.
@@ -91,10 +103,12 @@ def test_failure_is_credentials_signin_and_stores_nothing(make_app, tmp_path):
     r = post(client, "ann@example.com", "wrong", callbackUrl="/account")
     assert r.status_code == 302
     assert r.headers["Location"] == (
-        "http://localhost/auth/error?error=CredentialsSignin&callbackUrl=%2Faccount")
+        "http://localhost/auth/error?error=CredentialsSignin&callbackUrl=%2Faccount"
+    )
     r = client.get(r.headers["Location"])
     assert r.headers["Location"] == (
-        "http://localhost/auth/signin?error=CredentialsSignin&callbackUrl=%2Faccount")
+        "http://localhost/auth/signin?error=CredentialsSignin&callbackUrl=%2Faccount"
+    )
     assert client.get("/auth/session").json is None
     assert (count(app, User), count(app, Session)) == (0, 0)
 
@@ -131,9 +145,15 @@ def test_failed_attempts_are_limited_per_ip(make_app, tmp_path):
         assert "CredentialsSignin" in r.headers["Location"]
         other_ip = app.test_client()
         token = other_ip.get("/auth/csrf").json["csrfToken"]
-        r = other_ip.post("/auth/callback/password", environ_base={"REMOTE_ADDR": "192.0.2.7"},
-                          data={"csrfToken": token, "email": "ann@example.com",
-                                "password": USERS["ann@example.com"]})
+        r = other_ip.post(
+            "/auth/callback/password",
+            environ_base={"REMOTE_ADDR": "192.0.2.7"},
+            data={
+                "csrfToken": token,
+                "email": "ann@example.com",
+                "password": USERS["ann@example.com"],
+            },
+        )
         assert r.headers["Location"] == "http://localhost/"
 
 
@@ -189,8 +209,13 @@ def test_signals_are_sent(make_app, tmp_path):
         "session_read": lambda _, **kw: got.append(("session_read", kw["user"].email)),
         "signed_out": lambda _, **kw: got.append(("signed_out", type(kw["session_id"]).__name__)),
     }
-    signals = {"user_created": user_created, "account_linked": account_linked,
-               "signed_in": signed_in, "session_read": session_read, "signed_out": signed_out}
+    signals = {
+        "user_created": user_created,
+        "account_linked": account_linked,
+        "signed_in": signed_in,
+        "session_read": session_read,
+        "signed_out": signed_out,
+    }
     for name, fn in receivers.items():
         signals[name].connect(fn)
     try:
@@ -216,8 +241,9 @@ def test_missing_hook_is_a_configuration_error(make_app, tmp_path):
     app = make_app(AUTH_CONFIG=config)
     client = app.test_client()
     token = client.get("/auth/csrf").json["csrfToken"]
-    r = client.post("/auth/callback/pw",
-                    data={"csrfToken": token, "email": "a@b.c", "password": "x"})
+    r = client.post(
+        "/auth/callback/pw", data={"csrfToken": token, "email": "a@b.c", "password": "x"}
+    )
     assert r.headers["Location"] == "http://localhost/auth/error?error=Configuration"
     assert client.get(r.headers["Location"]).status_code == 500
 

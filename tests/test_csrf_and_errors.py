@@ -37,8 +37,10 @@ def test_a_token_from_another_browser_is_refused(app, client, auth):
     other = app.test_client()
     foreign = other.get("/auth/csrf").json["csrfToken"]
     client.get("/auth/csrf")
-    r = client.post("/auth/signin/demo", data={
-        "csrfToken": foreign, "email": "ann@example.com", "password": "demo"})
+    r = client.post(
+        "/auth/signin/demo",
+        data={"csrfToken": foreign, "email": "ann@example.com", "password": "demo"},
+    )
     assert r.headers["Location"].endswith("error=MissingCSRF")
     assert counts(app) == (0, 0)
 
@@ -125,8 +127,10 @@ def test_unexpected_errors_show_no_internals(make_app, caplog):
     app = make_app(hooks=hooks)
     client = app.test_client()
     token = client.get("/auth/csrf").json["csrfToken"]
-    client.post("/auth/callback/demo", data={
-        "csrfToken": token, "email": "ann@example.com", "password": "demo"})
+    client.post(
+        "/auth/callback/demo",
+        data={"csrfToken": token, "email": "ann@example.com", "password": "demo"},
+    )
     with caplog.at_level(logging.ERROR):
         r = client.get("/auth/session", headers={"Accept": "text/html"})
     assert r.status_code == 500

@@ -69,4 +69,3 @@ def test_accepted_addresses_normalise(given: str, expected: str) -> None:
 def test_refused_addresses_raise(given: str, why: str) -> None:
     with pytest.raises(InvalidAddress):
         normalize_email(given)
-

@@ -32,8 +32,10 @@ def wrong(code: str) -> str:
 
 
 def test_the_verify_request_page_has_the_code_field(app):
-    html = app.test_client().get("/auth/verify-request?provider=email&type=email").get_data(
-        as_text=True
+    html = (
+        app.test_client()
+        .get("/auth/verify-request?provider=email&type=email")
+        .get_data(as_text=True)
     )
     assert 'action="/auth/callback/email"' in html
     assert 'name="code"' in html
@@ -41,9 +43,11 @@ def test_the_verify_request_page_has_the_code_field(app):
 
 
 def test_no_code_form_for_an_unknown_provider_id(app):
-    html = app.test_client().get(
-        "/auth/verify-request?provider=../signout&type=email"
-    ).get_data(as_text=True)
+    html = (
+        app.test_client()
+        .get("/auth/verify-request?provider=../signout&type=email")
+        .get_data(as_text=True)
+    )
     assert 'name="code"' not in html
     assert "callback/../signout" not in html
 

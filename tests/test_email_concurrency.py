@@ -58,8 +58,10 @@ def test_twenty_concurrent_posts_of_one_link_make_exactly_one_session(pg_app, ou
 
     assert len(results) == RACERS
     assert results.count("http://localhost/") == 1
-    assert sum(loc.startswith("http://localhost/auth/error?error=Verification")
-               for loc in results) == RACERS - 1
+    assert (
+        sum(loc.startswith("http://localhost/auth/error?error=Verification") for loc in results)
+        == RACERS - 1
+    )
     with pg_app.app_context():
         for model, expected in ((Session, 1), (User, 1), (VerificationToken, 0)):
             assert db.session.scalar(sa.select(sa.func.count()).select_from(model)) == expected

@@ -40,7 +40,7 @@ def test_get_shows_a_confirmation_page_and_spends_nothing(app, actions, mailbox)
     page = actions.open_link(link)
     html = page.get_data(as_text=True)
     assert page.status_code == 200
-    assert "<h1 id=\"card-title\">Sign in as ann@example.com</h1>" in html
+    assert '<h1 id="card-title">Sign in as ann@example.com</h1>' in html
     assert re.search(r'<form method="post" action="/auth/callback/email"', html)
     assert '<meta name="referrer" content="no-referrer">' in html
     assert actions.session_email() is None
@@ -130,7 +130,9 @@ def test_first_link_creates_a_verified_user_with_an_email_account(app, actions, 
         assert user.email == "ann@example.com"
         assert user.email_verified is not None
         assert (account.provider, account.type, account.provider_account_id) == (
-            "email", "email", "ann@example.com"
+            "email",
+            "email",
+            "ann@example.com",
         )
 
 
@@ -161,9 +163,11 @@ def test_another_user_signed_in_in_this_browser_is_signed_out_first(app, client,
     assert actions.session_email() == "ann@example.com"
     assert auth.session_cookie() != bob_cookie
     with app.app_context():
-        emails = db.session.execute(
-            sa.select(User.email).join(Session, Session.user_id == User.id)
-        ).scalars().all()
+        emails = (
+            db.session.execute(sa.select(User.email).join(Session, Session.user_id == User.id))
+            .scalars()
+            .all()
+        )
     assert emails == ["ann@example.com"]
 
 
@@ -176,9 +180,7 @@ def test_another_user_signed_in_in_this_browser_is_signed_out_first(app, client,
         ("https://evil.example/account", "http://localhost/"),
     ],
 )
-def test_the_callback_url_travels_safely_through_link_and_code(
-    app, mailbox, given, landing
-):
+def test_the_callback_url_travels_safely_through_link_and_code(app, mailbox, given, landing):
     by_link = EmailActions(app.test_client())
     by_link.request_link("ann@example.com", callbackUrl=given)
     message = mailbox.last()
@@ -190,9 +192,7 @@ def test_the_callback_url_travels_safely_through_link_and_code(
     assert by_code.enter_code(code_of(mailbox.last())).headers["Location"] == landing
 
 
-def test_the_database_never_holds_the_token_the_code_or_the_browser_secret(
-    app, actions, mailbox
-):
+def test_the_database_never_holds_the_token_the_code_or_the_browser_secret(app, actions, mailbox):
     actions.request_link("ann@example.com")
     message = mailbox.last()
     token = parse_qs(urlsplit(link_of(message)).query)["token"][0]

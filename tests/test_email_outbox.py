@@ -25,9 +25,7 @@ def write_config(tmp_path, text: str) -> str:
     return str(path)
 
 
-def test_a_fresh_development_setup_offers_email_through_the_outbox(
-    make_app, outbox, caplog
-):
+def test_a_fresh_development_setup_offers_email_through_the_outbox(make_app, outbox, caplog):
     app = make_app(EMAIL_OUTBOX=str(outbox.folder))
     client = app.test_client()
     assert client.get("/auth/providers").json["email"] == {

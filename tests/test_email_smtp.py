@@ -87,8 +87,9 @@ def test_the_message_is_multipart_escaped_and_self_contained(email_app, mailbox)
 def test_subject_and_templates_can_be_replaced(email_app, mailbox, tmp_path):
     (tmp_path / "signin.txt").write_text("Your link: {{ url }} code {{ code }}\n")
     (tmp_path / "signin.html").write_text('<p><a href="{{ url }}">{{ site }}</a></p>\n')
-    app = email_app(EMAIL_SUBJECT="Your {{ site }} link", EMAIL_TEMPLATES=str(tmp_path),
-                    AUTH_BRAND_NAME="Shop")
+    app = email_app(
+        EMAIL_SUBJECT="Your {{ site }} link", EMAIL_TEMPLATES=str(tmp_path), AUTH_BRAND_NAME="Shop"
+    )
     EmailActions(app.test_client()).request_link("ann@example.com")
     message = mailbox.last()
     assert message["Subject"] == "Your Shop link"
@@ -130,8 +131,7 @@ def test_delivery_over_tls(make_app, tls_mailboxes, kind):
 
 
 def test_an_untrusted_certificate_is_email_signin(make_app, tls_mailboxes):
-    app = make_app(EMAIL_SERVER=f"smtps://127.0.0.1:{tls_mailboxes.smtps.port}",
-                   EMAIL_TIMEOUT="5")
+    app = make_app(EMAIL_SERVER=f"smtps://127.0.0.1:{tls_mailboxes.smtps.port}", EMAIL_TIMEOUT="5")
     tls_mailboxes.smtps.reset()
     r = EmailActions(app.test_client()).request_link("ann@example.com")
     assert r.headers["Location"].endswith("/auth/error?error=EmailSignin")

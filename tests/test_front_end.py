@@ -19,8 +19,15 @@ from webapp.ui.assets import DIST_DIR, MANIFEST
 from webapp.ui.csp import POLICY
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = ["/", "/auth/signin", "/auth/signin?error=OAuthSignin", "/auth/signout",
-         "/auth/verify-request", "/auth/error?error=Verification", "/account"]
+PAGES = [
+    "/",
+    "/auth/signin",
+    "/auth/signin?error=OAuthSignin",
+    "/auth/signout",
+    "/auth/verify-request",
+    "/auth/error?error=Verification",
+    "/account",
+]
 
 
 def _node() -> str:
@@ -40,17 +47,18 @@ def test_committed_bundle_matches_the_sources(tmp_path):
 def _differences(compared: filecmp.dircmp) -> list[str]:
     found = compared.left_only + compared.right_only + compared.funny_files
     # dircmp compares shallowly (size, mtime); compare the bytes.
-    found += [name for name in compared.common_files
-              if not filecmp.cmp(Path(compared.left) / name, Path(compared.right) / name,
-                                 shallow=False)]
+    found += [
+        name
+        for name in compared.common_files
+        if not filecmp.cmp(Path(compared.left) / name, Path(compared.right) / name, shallow=False)
+    ]
     for sub in compared.subdirs.values():
         found += _differences(sub)
     return found
 
 
 def test_island_unit_tests_pass():
-    run = subprocess.run([_node(), "ui-src/test/run.mjs"], cwd=ROOT, capture_output=True,
-                         text=True)
+    run = subprocess.run([_node(), "ui-src/test/run.mjs"], cwd=ROOT, capture_output=True, text=True)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
     assert re.search(r"ℹ pass [1-9]", run.stdout), run.stdout[-2000:]
 
@@ -112,7 +120,8 @@ def test_chooser_data_block(client):
         "/auth/signin?error=EmailSignin&callbackUrl=/account&email=ann@example.com"
     ).get_data(as_text=True)
     (block,) = re.findall(
-        r'<script type="application/json" id="chooser-data">(.*?)</script>', html, re.S)
+        r'<script type="application/json" id="chooser-data">(.*?)</script>', html, re.S
+    )
     data = json.loads(block)
     assert data["authBase"] == "/auth"
     assert data["order"] == list(client.application.extensions["webapp.providers"])
@@ -128,18 +137,22 @@ def test_chooser_data_drops_an_unsafe_callback_url(client):
     assert "127.0.0.1" not in html and "9999" not in html
 
 
-@pytest.mark.parametrize("code,first", [
-    ("Verification", "Request a new sign-in link"),
-    ("AccessDenied", "Sign in with another account"),
-    ("Configuration", "Go to the home page"),
-    ("Nonsense", "Try signing in again"),
-])
+@pytest.mark.parametrize(
+    "code,first",
+    [
+        ("Verification", "Request a new sign-in link"),
+        ("AccessDenied", "Sign in with another account"),
+        ("Configuration", "Go to the home page"),
+        ("Nonsense", "Try signing in again"),
+    ],
+)
 def test_error_page_server_content_is_the_island_data(client, code, first):
     # A host the app answers to (foreign ones get 400) but not AUTH_URL's.
     r = client.get(f"/auth/error?error={code}", headers={"Host": "127.0.0.1:9999"})
     html = r.get_data(as_text=True)
     (block,) = re.findall(
-        r'<script type="application/json" id="error-page-data">(.*?)</script>', html, re.S)
+        r'<script type="application/json" id="error-page-data">(.*?)</script>', html, re.S
+    )
     view = json.loads(block)
     assert view["requestId"] == r.headers["X-Request-ID"]
     assert view["steps"][0]["label"] == first

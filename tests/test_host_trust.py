@@ -70,13 +70,21 @@ def production_app(
     """A production app at AUTH_URL with e-mail, OpenID Connect and credentials sign-in."""
 
     def factory(**overrides: Any) -> Flask:
-        toml = write_providers_toml(tmp_path / "providers.toml", [
-            idp.provider_config("fake"),
-            {"id": "email", "type": "email"},
-            {"id": "pw", "type": "credentials"},
-        ])
-        settings = {"APP_ENV": "production", "AUTH_URL": AUTH_URL, "AUTH_CONFIG": str(toml),
-                    "EMAIL_SERVER": mailbox.url(), "EMAIL_TIMEOUT": "5"}
+        toml = write_providers_toml(
+            tmp_path / "providers.toml",
+            [
+                idp.provider_config("fake"),
+                {"id": "email", "type": "email"},
+                {"id": "pw", "type": "credentials"},
+            ],
+        )
+        settings = {
+            "APP_ENV": "production",
+            "AUTH_URL": AUTH_URL,
+            "AUTH_CONFIG": str(toml),
+            "EMAIL_SERVER": mailbox.url(),
+            "EMAIL_TIMEOUT": "5",
+        }
         return make_app(hooks=_hooks(), **{**settings, **overrides})
 
     return factory
@@ -106,11 +114,17 @@ def _every_action(client: FlaskClient, headers: dict[str, str]) -> list[Any]:
     return [
         client.get("/auth/providers", **kw),
         client.get("/auth/signin?callbackUrl=/after", **kw),
-        client.post("/auth/signin/email", data={"csrfToken": token, "email": "ann@example.com",
-                                                "callbackUrl": "/after"}, **kw),
+        client.post(
+            "/auth/signin/email",
+            data={"csrfToken": token, "email": "ann@example.com", "callbackUrl": "/after"},
+            **kw,
+        ),
         client.post("/auth/signin/fake", data={"csrfToken": token}, **kw),
-        client.post("/auth/callback/pw", data={"csrfToken": token, "email": "bob@example.com",
-                                               "password": "right"}, **kw),
+        client.post(
+            "/auth/callback/pw",
+            data={"csrfToken": token, "email": "bob@example.com", "password": "right"},
+            **kw,
+        ),
         client.get("/auth/error?error=OAuthSignin&callbackUrl=/after", **kw),
         client.get("/auth/error?error=Verification", **kw),
         client.get("/account", **kw),
@@ -125,11 +139,16 @@ def _urls_in(response: Any) -> str:
 
 
 @pytest.mark.parametrize("trust", TRUST_MODES)
-@pytest.mark.parametrize(("headers", "foreign"), FORGED_HEADERS,
-                         ids=[",".join(h) for h, _ in FORGED_HEADERS])
+@pytest.mark.parametrize(
+    ("headers", "foreign"), FORGED_HEADERS, ids=[",".join(h) for h, _ in FORGED_HEADERS]
+)
 def test_no_url_names_another_host_whatever_the_headers_say(
-    production_app: Callable[..., Flask], mailbox: Mailbox, idp: FakeIdP,
-    trust: str, headers: dict[str, str], foreign: bool,
+    production_app: Callable[..., Flask],
+    mailbox: Mailbox,
+    idp: FakeIdP,
+    trust: str,
+    headers: dict[str, str],
+    foreign: bool,
 ) -> None:
     app = production_app(AUTH_TRUSTED_PROXIES=TRUST_MODES[trust])
     client = _client(app)
@@ -170,8 +189,18 @@ def test_the_oauth_redirect_uri_and_json_urls_are_auth_url_s(
 
 
 @pytest.mark.parametrize("trust", TRUST_MODES)
-@pytest.mark.parametrize("host", [EVIL, f"{EVIL}:80", f"{SITE}.{EVIL}", "127.0.0.1",
-                                  "localhost", f"{SITE}@{EVIL}", "[::1]:8000"])
+@pytest.mark.parametrize(
+    "host",
+    [
+        EVIL,
+        f"{EVIL}:80",
+        f"{SITE}.{EVIL}",
+        "127.0.0.1",
+        "localhost",
+        f"{SITE}@{EVIL}",
+        "[::1]:8000",
+    ],
+)
 def test_a_foreign_host_is_refused_before_anything_is_written_or_sent(
     production_app: Callable[..., Flask], mailbox: Mailbox, trust: str, host: str
 ) -> None:
@@ -181,8 +210,9 @@ def test_a_foreign_host_is_refused_before_anything_is_written_or_sent(
     form = {"csrfToken": token, "email": "ann@example.com"}
     for response in (
         client.post("/auth/signin/email", data=form, headers={"Host": host}),
-        client.post("/auth/callback/pw", data={**form, "password": "right"},
-                    headers={"Host": host}),
+        client.post(
+            "/auth/callback/pw", data={**form, "password": "right"}, headers={"Host": host}
+        ),
         client.get("/auth/signin", headers={"Host": host}),
         client.get("/auth/csrf", headers={"Host": host}),
     ):
@@ -191,7 +221,9 @@ def test_a_foreign_host_is_refused_before_anything_is_written_or_sent(
     page = client.get("/auth/signin", headers={"Host": host})
     assert f"<strong>{SITE}</strong>" in page.get_data(as_text=True)
     assert client.get("/auth/session", headers={"Host": host}).json == {
-        "error": "UnknownHost", "expectedHost": SITE}
+        "error": "UnknownHost",
+        "expectedHost": SITE,
+    }
     assert mailbox.messages == []
     with app.app_context():
         assert db.session.query(VerificationToken).count() == 0
@@ -209,14 +241,21 @@ def test_auth_url_s_host_is_accepted_on_any_port(
 def test_allowed_hosts_are_accepted_but_links_still_name_auth_url(
     production_app: Callable[..., Flask], mailbox: Mailbox
 ) -> None:
-    app = production_app(AUTH_ALLOWED_HOSTS="internal.example, 10.0.0.5",
-                         AUTH_TRUSTED_PROXIES="127.0.0.1")
+    app = production_app(
+        AUTH_ALLOWED_HOSTS="internal.example, 10.0.0.5", AUTH_TRUSTED_PROXIES="127.0.0.1"
+    )
     client = _client(app)
-    for headers in ({"Host": "internal.example"}, {"X-Forwarded-Host": "internal.example"},
-                    {"Host": "10.0.0.5:8000"}):
+    for headers in (
+        {"Host": "internal.example"},
+        {"X-Forwarded-Host": "internal.example"},
+        {"Host": "10.0.0.5:8000"},
+    ):
         token = client.get("/auth/csrf", headers=headers).json["csrfToken"]  # type: ignore[index]
-        response = client.post("/auth/signin/email", headers=headers,
-                               data={"csrfToken": token, "email": "ann@example.com"})
+        response = client.post(
+            "/auth/signin/email",
+            headers=headers,
+            data={"csrfToken": token, "email": "ann@example.com"},
+        )
         assert response.status_code == 302
         assert response.headers["Location"].startswith(f"{AUTH_URL}/verify-request")
     assert all(link_of(m).startswith(AUTH_URL + "/") for m in mailbox.messages)
@@ -224,7 +263,7 @@ def test_allowed_hosts_are_accepted_but_links_still_name_auth_url(
 
 
 def test_development_accepts_loopback_names_and_refuses_others(
-    make_app: Callable[..., Flask]
+    make_app: Callable[..., Flask],
 ) -> None:
     client = make_app(AUTH_URL="http://127.0.0.1:5000/auth").test_client()
     for host in ("localhost:5000", "127.0.0.1:5001", "[::1]:5000"):
@@ -233,7 +272,7 @@ def test_development_accepts_loopback_names_and_refuses_others(
 
 
 def test_without_auth_url_links_follow_loopback_or_allowed_hosts_only(
-    make_app: Callable[..., Flask]
+    make_app: Callable[..., Flask],
 ) -> None:
     app = make_app(AUTH_URL="", AUTH_ALLOWED_HOSTS="dev.example", AUTH_TRUSTED_PROXIES="1")
     client = app.test_client()
@@ -243,30 +282,40 @@ def test_without_auth_url_links_follow_loopback_or_allowed_hosts_only(
         return str(body["email"]["signinUrl"])
 
     assert signin_url(Host="localhost:5001") == "http://localhost:5001/auth/signin/email"
-    proxied = signin_url(Host="localhost:5001", **{"X-Forwarded-Host": "dev.example",
-                                                    "X-Forwarded-For": "10.1.1.1"})
+    proxied = signin_url(
+        Host="localhost:5001", **{"X-Forwarded-Host": "dev.example", "X-Forwarded-For": "10.1.1.1"}
+    )
     assert proxied == "http://dev.example/auth/signin/email"
-    refused = client.get("/auth/providers", headers={"Host": "localhost:5001",
-                                                      "X-Forwarded-Host": EVIL,
-                                                      "X-Forwarded-For": "10.1.1.1"})
+    refused = client.get(
+        "/auth/providers",
+        headers={"Host": "localhost:5001", "X-Forwarded-Host": EVIL, "X-Forwarded-For": "10.1.1.1"},
+    )
     assert refused.status_code == 400
 
 
 def test_a_cross_origin_post_with_a_valid_token_is_refused(
-    production_app: Callable[..., Flask]
+    production_app: Callable[..., Flask],
 ) -> None:
     client = _client(production_app())
-    client.post("/auth/callback/pw", data={"csrfToken": _csrf(client), "email": "c@example.com",
-                                           "password": "right"})
+    client.post(
+        "/auth/callback/pw",
+        data={"csrfToken": _csrf(client), "email": "c@example.com", "password": "right"},
+    )
     assert client.get("/auth/session").json is not None
     token = _csrf(client)
-    for headers in ({"Origin": f"http://{EVIL}"}, {"Referer": f"http://{EVIL}/page"},
-                    {"Origin": f"https://{SITE}"}):
+    for headers in (
+        {"Origin": f"http://{EVIL}"},
+        {"Referer": f"http://{EVIL}/page"},
+        {"Origin": f"https://{SITE}"},
+    ):
         response = client.post("/auth/signout", data={"csrfToken": token}, headers=headers)
         assert query_of(response.headers["Location"])["error"] == "MissingCSRF"
         assert client.get("/auth/session").json is not None
-    same_site = client.post("/auth/signout", data={"csrfToken": token},
-                            headers={"Origin": f"http://{SITE}", "Referer": f"http://{SITE}/"})
+    same_site = client.post(
+        "/auth/signout",
+        data={"csrfToken": token},
+        headers={"Origin": f"http://{SITE}", "Referer": f"http://{SITE}/"},
+    )
     assert same_site.headers["Location"] == f"http://{SITE}/"
     assert client.get("/auth/session").json is None
 
@@ -286,38 +335,71 @@ def _seen(trusted: TrustedProxies, peer: str, headers: dict[str, str]) -> str:
     return b"".join(ForwardedHeaders(_echo, trusted)(environ, lambda *a: None)).decode()
 
 
-NETS = load_settings({"APP_ENV": "development", "AUTH_SECRET": "s" * 40,
-                      "AUTH_TRUSTED_PROXIES": "127.0.0.1, 10.0.0.0/8, fd00::/8"},
-                     instance_path="/tmp").trusted_proxies
+NETS = load_settings(
+    {
+        "APP_ENV": "development",
+        "AUTH_SECRET": "s" * 40,
+        "AUTH_TRUSTED_PROXIES": "127.0.0.1, 10.0.0.0/8, fd00::/8",
+    },
+    instance_path="/tmp",
+).trusted_proxies
 
 
-@pytest.mark.parametrize(("trusted", "peer", "headers", "seen"), [
-    # No proxy trusted: the headers are ignored entirely.
-    (TrustedProxies(), "203.0.113.7", {"X-Forwarded-For": "1.1.1.1",
-                                       "X-Forwarded-Proto": "https"}, "203.0.113.7 http -"),
-    # One hop: the entry the proxy appended, whatever the client put before it.
-    (TrustedProxies(hops=1), "127.0.0.1", {"X-Forwarded-For": "6.6.6.6, 203.0.113.7",
-                                           "X-Forwarded-Proto": "https",
-                                           "X-Forwarded-Host": SITE},
-     f"203.0.113.7 https {SITE}"),
-    # One hop, but the request did not come through it: nothing believed.
-    (TrustedProxies(hops=1), "203.0.113.7", {"X-Forwarded-Proto": "https"},
-     "203.0.113.7 http -"),
-    (TrustedProxies(hops=2), "127.0.0.1", {"X-Forwarded-For": "203.0.113.7, 10.0.0.2",
-                                           "X-Forwarded-Proto": "https, http"},
-     "203.0.113.7 https -"),
-    # Addresses: an untrusted peer is never believed, whatever it sends.
-    (NETS, "203.0.113.7", {"X-Forwarded-For": "10.0.0.1", "X-Forwarded-Proto": "https",
-                           "X-Forwarded-Host": EVIL}, "203.0.113.7 http -"),
-    # Trusted hops are skipped from the right; the first other entry is the client.
-    (NETS, "127.0.0.1", {"X-Forwarded-For": "6.6.6.6, 203.0.113.7, 10.0.0.2"},
-     "203.0.113.7 http -"),
-    (NETS, "127.0.0.1", {"X-Forwarded-For": "2001:db8::1, fd00::2"}, "2001:db8::1 http -"),
-    (NETS, "127.0.0.1", {"X-Forwarded-For": "[2001:db8::1]:4711"}, "2001:db8::1 http -"),
-    # Garbage where a trusted proxy would have written an address: stop at the proxy.
-    (NETS, "127.0.0.1", {"X-Forwarded-For": "6.6.6.6, not-an-ip"}, "127.0.0.1 http -"),
-    (NETS, "127.0.0.1", {"X-Forwarded-Proto": "https"}, "127.0.0.1 https -"),
-])
+@pytest.mark.parametrize(
+    ("trusted", "peer", "headers", "seen"),
+    [
+        # No proxy trusted: the headers are ignored entirely.
+        (
+            TrustedProxies(),
+            "203.0.113.7",
+            {"X-Forwarded-For": "1.1.1.1", "X-Forwarded-Proto": "https"},
+            "203.0.113.7 http -",
+        ),
+        # One hop: the entry the proxy appended, whatever the client put before it.
+        (
+            TrustedProxies(hops=1),
+            "127.0.0.1",
+            {
+                "X-Forwarded-For": "6.6.6.6, 203.0.113.7",
+                "X-Forwarded-Proto": "https",
+                "X-Forwarded-Host": SITE,
+            },
+            f"203.0.113.7 https {SITE}",
+        ),
+        # One hop, but the request did not come through it: nothing believed.
+        (
+            TrustedProxies(hops=1),
+            "203.0.113.7",
+            {"X-Forwarded-Proto": "https"},
+            "203.0.113.7 http -",
+        ),
+        (
+            TrustedProxies(hops=2),
+            "127.0.0.1",
+            {"X-Forwarded-For": "203.0.113.7, 10.0.0.2", "X-Forwarded-Proto": "https, http"},
+            "203.0.113.7 https -",
+        ),
+        # Addresses: an untrusted peer is never believed, whatever it sends.
+        (
+            NETS,
+            "203.0.113.7",
+            {"X-Forwarded-For": "10.0.0.1", "X-Forwarded-Proto": "https", "X-Forwarded-Host": EVIL},
+            "203.0.113.7 http -",
+        ),
+        # Trusted hops are skipped from the right; the first other entry is the client.
+        (
+            NETS,
+            "127.0.0.1",
+            {"X-Forwarded-For": "6.6.6.6, 203.0.113.7, 10.0.0.2"},
+            "203.0.113.7 http -",
+        ),
+        (NETS, "127.0.0.1", {"X-Forwarded-For": "2001:db8::1, fd00::2"}, "2001:db8::1 http -"),
+        (NETS, "127.0.0.1", {"X-Forwarded-For": "[2001:db8::1]:4711"}, "2001:db8::1 http -"),
+        # Garbage where a trusted proxy would have written an address: stop at the proxy.
+        (NETS, "127.0.0.1", {"X-Forwarded-For": "6.6.6.6, not-an-ip"}, "127.0.0.1 http -"),
+        (NETS, "127.0.0.1", {"X-Forwarded-Proto": "https"}, "127.0.0.1 https -"),
+    ],
+)
 def test_forwarded_headers_are_believed_only_from_trusted_hops(
     trusted: TrustedProxies, peer: str, headers: dict[str, str], seen: str
 ) -> None:
@@ -328,8 +410,11 @@ def test_forwarded_headers_are_believed_only_from_trusted_hops(
 def test_forged_x_forwarded_for_does_not_escape_the_per_ip_throttle(
     production_app: Callable[..., Flask], mailbox: Mailbox, trust: str
 ) -> None:
-    app = production_app(AUTH_TRUSTED_PROXIES=TRUST_MODES[trust], EMAIL_IP_LIMIT="3/10m",
-                         EMAIL_ADDRESS_LIMIT="100/10m")
+    app = production_app(
+        AUTH_TRUSTED_PROXIES=TRUST_MODES[trust],
+        EMAIL_IP_LIMIT="3/10m",
+        EMAIL_ADDRESS_LIMIT="100/10m",
+    )
     client = _client(app)
     # Without trust the attacker connects directly; with it, through our proxy at 127.0.0.1,
     # which appends the address it saw after whatever the attacker sent.
@@ -338,9 +423,12 @@ def test_forged_x_forwarded_for_does_not_escape_the_per_ip_throttle(
     for n in range(8):
         forged = f"198.51.100.{n}, 192.0.2.{n}"
         xff = forged if trust == "none" else f"{forged}, 203.0.113.7"
-        client.post("/auth/signin/email", data={"csrfToken": token, "email": f"u{n}@example.com"},
-                    headers={"X-Forwarded-For": xff},
-                    environ_overrides={"REMOTE_ADDR": peer})
+        client.post(
+            "/auth/signin/email",
+            data={"csrfToken": token, "email": f"u{n}@example.com"},
+            headers={"X-Forwarded-For": xff},
+            environ_overrides={"REMOTE_ADDR": peer},
+        )
     assert len(mailbox.messages) == 3
     with app.app_context():
         keys = set(db.session.scalars(sa.select(RateLimitCounter.key)))
@@ -351,9 +439,11 @@ def test_forged_x_forwarded_for_does_not_escape_the_per_ip_throttle(
 def test_sessions_record_the_client_not_the_proxy(production_app: Callable[..., Flask]) -> None:
     app = production_app(AUTH_TRUSTED_PROXIES="127.0.0.1")
     client = _client(app)
-    client.post("/auth/callback/pw", data={"csrfToken": _csrf(client), "email": "d@example.com",
-                                           "password": "right"},
-                headers={"X-Forwarded-For": "6.6.6.6, 203.0.113.9"})
+    client.post(
+        "/auth/callback/pw",
+        data={"csrfToken": _csrf(client), "email": "d@example.com", "password": "right"},
+        headers={"X-Forwarded-For": "6.6.6.6, 203.0.113.9"},
+    )
     with app.app_context():
         assert [s.ip for s in db.session.query(Session)] == ["203.0.113.9"]
 
@@ -362,8 +452,10 @@ def test_sessions_record_the_client_not_the_proxy(production_app: Callable[..., 
 
 
 def _settings(**env: str) -> Any:
-    return load_settings({"APP_ENV": "production", "AUTH_SECRET": "s" * 40,
-                          "AUTH_URL": AUTH_URL, **env}, instance_path="/tmp")
+    return load_settings(
+        {"APP_ENV": "production", "AUTH_SECRET": "s" * 40, "AUTH_URL": AUTH_URL, **env},
+        instance_path="/tmp",
+    )
 
 
 def test_trusted_proxy_settings() -> None:
@@ -375,11 +467,17 @@ def test_trusted_proxy_settings() -> None:
     assert _settings(AUTH_ALLOWED_HOSTS="A.example., [::1]").allowed_hosts == ("a.example", "::1")
 
 
-@pytest.mark.parametrize(("name", "value"), [
-    ("AUTH_TRUSTED_PROXIES", "proxy.example"), ("AUTH_TRUSTED_PROXIES", "11"),
-    ("AUTH_TRUSTED_PROXIES", "10.0.0.0/33"), ("AUTH_ALLOWED_HOSTS", "https://a.example"),
-    ("AUTH_ALLOWED_HOSTS", "a.example:8000"), ("AUTH_TRUST_HOST", "maybe"),
-])
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("AUTH_TRUSTED_PROXIES", "proxy.example"),
+        ("AUTH_TRUSTED_PROXIES", "11"),
+        ("AUTH_TRUSTED_PROXIES", "10.0.0.0/33"),
+        ("AUTH_ALLOWED_HOSTS", "https://a.example"),
+        ("AUTH_ALLOWED_HOSTS", "a.example:8000"),
+        ("AUTH_TRUST_HOST", "maybe"),
+    ],
+)
 def test_bad_trust_settings_stop_start_up_naming_the_setting(name: str, value: str) -> None:
     with pytest.raises(ConfigError, match=name):
         _settings(**{name: value})
@@ -408,8 +506,9 @@ def test_every_route_refuses_a_foreign_host(
         path = re.sub(r"<(?:\w+:)?(\w+)>", lambda m: "1" if "int" in m[0] else "email", rule.rule)
         for method in sorted((rule.methods or set()) & {"GET", "POST"}):
             for headers in hostile:
-                response = client.open(path, method=method, headers=headers,
-                                       data={"email": "ann@example.com"})
+                response = client.open(
+                    path, method=method, headers=headers, data={"email": "ann@example.com"}
+                )
                 assert response.status_code == 400, (method, path, headers)
                 assert "Set-Cookie" not in response.headers
     assert mailbox.messages == []

@@ -9,8 +9,10 @@ from freezegun import freeze_time
 
 def test_json_report_is_logged_with_its_level(client, caplog):
     with caplog.at_level(logging.DEBUG, logger="webapp.client"):
-        r = client.post("/auth/_log", json={"level": "warn", "code": "CLIENT_FETCH_ERROR",
-                                            "message": "failed to fetch"})
+        r = client.post(
+            "/auth/_log",
+            json={"level": "warn", "code": "CLIENT_FETCH_ERROR", "message": "failed to fetch"},
+        )
     assert r.status_code == 204
     [record] = [r for r in caplog.records if r.name == "webapp.client"]
     assert record.levelno == logging.WARNING
@@ -26,8 +28,10 @@ def test_form_report_is_accepted(client, caplog):
 
 def test_fields_are_truncated_and_cannot_forge_log_lines(client, caplog):
     with caplog.at_level(logging.INFO, logger="webapp.client"):
-        client.post("/auth/_log", json={"message": "a" * 3000 + "\nFAKE ERROR line",
-                                        "code": "c\r\nInjected"})
+        client.post(
+            "/auth/_log",
+            json={"message": "a" * 3000 + "\nFAKE ERROR line", "code": "c\r\nInjected"},
+        )
     [record] = [r for r in caplog.records if r.name == "webapp.client"]
     text = record.getMessage()
     assert "\n" not in text and "\r" not in text
@@ -48,6 +52,5 @@ def test_oversized_and_malformed_bodies_get_400_and_are_not_logged(client, caplo
 
 def test_reports_are_rate_limited_per_ip(client):
     with freeze_time("2026-02-02 10:00:00"):
-        statuses = [client.post("/auth/_log", json={"message": "m"}).status_code
-                    for _ in range(61)]
+        statuses = [client.post("/auth/_log", json={"message": "m"}).status_code for _ in range(61)]
     assert statuses[:60] == [204] * 60 and statuses[60] == 429

@@ -42,8 +42,9 @@ def records(caplog: pytest.LogCaptureFixture, name: str) -> list[logging.LogReco
 
 
 def test_the_encoder_escapes_exactly_the_controls_and_line_separators_of_unicode():
-    wanted = {c for c in range(sys.maxunicode + 1)
-              if unicodedata.category(chr(c)) in ("Cc", "Zl", "Zp")}
+    wanted = {
+        c for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) in ("Cc", "Zl", "Zp")
+    }
     escaped = {c for c in range(sys.maxunicode + 1) if encode(chr(c)) != chr(c)}
     assert escaped == wanted | {ord("\\")}
     breakers = {c for c in range(sys.maxunicode + 1) if len(f"a{chr(c)}b".splitlines()) > 1}
@@ -83,9 +84,7 @@ def test_quoted_values_escape_their_quotes():
 
 def test_a_request_line_loses_the_link_token_and_keeps_the_rest():
     line = "GET /auth/callback/email?token=abc123&email=a%40b.c HTTP/1.1"
-    assert redact(line) == (
-        "GET /auth/callback/email?token=[redacted]&email=a%40b.c HTTP/1.1"
-    )
+    assert redact(line) == ("GET /auth/callback/email?token=[redacted]&email=a%40b.c HTTP/1.1")
 
 
 @pytest.mark.parametrize("name", sorted(logsafe.SECRET_PARAMS))
@@ -109,8 +108,15 @@ def test_repeated_parameters_and_semicolons_are_all_redacted():
 
 
 def test_text_without_secrets_is_unchanged():
-    for text in ("/auth/session", "GET /auth/session HTTP/1.1", "/x?email=a%40b.c&next=/",
-                 "/x?token", "/x?tokens=1&mytoken=2", "-", ""):
+    for text in (
+        "/auth/session",
+        "GET /auth/session HTTP/1.1",
+        "/x?email=a%40b.c&next=/",
+        "/x?token",
+        "/x?tokens=1&mytoken=2",
+        "-",
+        "",
+    ):
         assert redact(text) == text
 
 
@@ -179,9 +185,14 @@ def test_a_database_outage_logs_the_driver_message_on_one_line(app, caplog, char
 @pytest.mark.parametrize("char", BREAKS, ids=BREAK_IDS)
 def test_a_beacon_cannot_forge_a_line_with_its_code_key_or_value(client, caplog, char):
     with caplog.at_level(logging.DEBUG, logger="webapp.client"):
-        r = client.post("/auth/_log", json={
-            "code": f"c{char}FORGED", f"k{char}ey": f"v{char}FORGED", "message": "m",
-        })
+        r = client.post(
+            "/auth/_log",
+            json={
+                "code": f"c{char}FORGED",
+                f"k{char}ey": f"v{char}FORGED",
+                "message": "m",
+            },
+        )
     assert r.status_code == 204
     [record] = records(caplog, "webapp.client")
     message = record.getMessage()
@@ -192,9 +203,13 @@ def test_a_beacon_cannot_forge_a_line_with_its_code_key_or_value(client, caplog,
 
 def test_a_beacon_value_cannot_pose_as_another_field_or_carry_a_token(client, caplog):
     with caplog.at_level(logging.DEBUG, logger="webapp.client"):
-        client.post("/auth/_log", json={
-            "code": 'X" level="debug', "url": "https://h/auth/callback/email?token=s3cret",
-        })
+        client.post(
+            "/auth/_log",
+            json={
+                "code": 'X" level="debug',
+                "url": "https://h/auth/callback/email?token=s3cret",
+            },
+        )
     [record] = records(caplog, "webapp.client")
     assert record.getMessage() == (
         'client report code="X\\" level=\\"debug" '
@@ -225,10 +240,16 @@ def test_the_development_server_log_has_no_token_and_no_forged_line(app, caplog)
     base = f"http://127.0.0.1:{server.server_port}"
     try:
         with caplog.at_level(logging.INFO, logger="werkzeug"):
-            requests.get(f"{base}/auth/callback/email?token=SECRETTOKEN1&email=a%40b.c",
-                         allow_redirects=False, timeout=10)
-            requests.get(f"{base}/nowhere%E2%80%A8FORGED%0Aline?code=SECRETCODE2",
-                         allow_redirects=False, timeout=10)
+            requests.get(
+                f"{base}/auth/callback/email?token=SECRETTOKEN1&email=a%40b.c",
+                allow_redirects=False,
+                timeout=10,
+            )
+            requests.get(
+                f"{base}/nowhere%E2%80%A8FORGED%0Aline?code=SECRETCODE2",
+                allow_redirects=False,
+                timeout=10,
+            )
     finally:
         server.shutdown()
         server.server_close()
@@ -261,8 +282,12 @@ def gunicorn_conf() -> ModuleType:
     return module
 
 
-def access_line(tmp_path: Path, access_format: str | None, environ: dict[str, str],
-                headers: list[tuple[str, str]]) -> str:
+def access_line(
+    tmp_path: Path,
+    access_format: str | None,
+    environ: dict[str, str],
+    headers: list[tuple[str, str]],
+) -> str:
     """Log one request with AccessLogger in ``access_format``; return the line written."""
     conf = gunicorn_conf()
     cfg = Config()
@@ -288,7 +313,7 @@ LINK = "/auth/callback/email?token=SECRETTOKEN1&email=a%40b.c"
 
 
 def test_the_access_log_fast_path_redacts_and_encodes(tmp_path):
-    environ = {"RAW_URI": LINK, "HTTP_USER_AGENT": "probe\x85FORGED \"q\" \\x85"}
+    environ = {"RAW_URI": LINK, "HTTP_USER_AGENT": 'probe\x85FORGED "q" \\x85'}
     line = access_line(tmp_path, None, environ, [])
     assert line == (
         '127.0.0.1 "GET /auth/callback/email?token=[redacted]&email=a%40b.c HTTP/1.1" 200 5 '
@@ -297,16 +322,25 @@ def test_the_access_log_fast_path_redacts_and_encodes(tmp_path):
 
 
 def test_the_access_log_fallback_redacts_and_encodes_every_atom(tmp_path):
-    fmt = ('%(r)s|%(q)s|%(U)s|%(f)s|%({referer}i)s|%({raw_uri}e)s|%({query_string}e)s|'
-           '%({cookie}i)s|%({authorization}i)s|%({http_cookie}e)s|%(a)s|%({x-custom}i)s')
+    fmt = (
+        "%(r)s|%(q)s|%(U)s|%(f)s|%({referer}i)s|%({raw_uri}e)s|%({query_string}e)s|"
+        "%({cookie}i)s|%({authorization}i)s|%({http_cookie}e)s|%(a)s|%({x-custom}i)s"
+    )
     referer = f"https://example.com{LINK}"
     environ = {
-        "RAW_URI": LINK, "QUERY_STRING": "token=SECRETTOKEN1&email=a%40b.c",
-        "PATH_INFO": "/auth/callback/email\u2028FORGED", "HTTP_REFERER": referer,
-        "HTTP_COOKIE": "auth.session-token=SECRETCOOKIE", "HTTP_USER_AGENT": "ua\x85FORGED",
+        "RAW_URI": LINK,
+        "QUERY_STRING": "token=SECRETTOKEN1&email=a%40b.c",
+        "PATH_INFO": "/auth/callback/email\u2028FORGED",
+        "HTTP_REFERER": referer,
+        "HTTP_COOKIE": "auth.session-token=SECRETCOOKIE",
+        "HTTP_USER_AGENT": "ua\x85FORGED",
     }
-    headers = [("REFERER", referer), ("COOKIE", "auth.session-token=SECRETCOOKIE"),
-               ("AUTHORIZATION", "Bearer SECRETBEARER"), ("X-CUSTOM", "a\x0bb")]
+    headers = [
+        ("REFERER", referer),
+        ("COOKIE", "auth.session-token=SECRETCOOKIE"),
+        ("AUTHORIZATION", "Bearer SECRETBEARER"),
+        ("X-CUSTOM", "a\x0bb"),
+    ]
     line = access_line(tmp_path, fmt, environ, headers)
     for secret in ("SECRETTOKEN1", "SECRETCOOKIE", "SECRETBEARER"):
         assert secret not in line
@@ -318,7 +352,9 @@ def test_the_access_log_fallback_redacts_and_encodes_every_atom(tmp_path):
         "https://example.com/auth/callback/email?token=[redacted]&email=a%40b.c",
         "/auth/callback/email?token=[redacted]&email=a%40b.c",
         "token=[redacted]&email=a%40b.c",
-        "[redacted]", "[redacted]", "[redacted]",
+        "[redacted]",
+        "[redacted]",
+        "[redacted]",
         "ua\\x85FORGED",
         "a\\x0bb",
     ]
@@ -331,8 +367,11 @@ def test_gunicorns_error_log_redacts_a_malformed_request_line(tmp_path):
     cfg.set("errorlog", str(log))
     logger = conf.AccessLogger(cfg)
     try:
-        logger.warning("Invalid request from ip=%s: %s", "127.0.0.1",
-                       "Invalid HTTP request line: 'GET /cb?token=SECRETTOKEN1\u2028 HTTP/1.1'")
+        logger.warning(
+            "Invalid request from ip=%s: %s",
+            "127.0.0.1",
+            "Invalid HTTP request line: 'GET /cb?token=SECRETTOKEN1\u2028 HTTP/1.1'",
+        )
     finally:
         for handler in logger.error_log.handlers:
             handler.close()

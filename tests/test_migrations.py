@@ -63,11 +63,11 @@ def test_schema_constraints_on_the_real_database(app):
         }
         # Only a verified address is unique: a partial unique index, no constraint.
         assert ("email",) not in uniques["users"]
-        [verified_email] = [i for i in inspector.get_indexes("users")
-                            if i["name"] == "uq_users_verified_email"]
+        [verified_email] = [
+            i for i in inspector.get_indexes("users") if i["name"] == "uq_users_verified_email"
+        ]
         assert verified_email["unique"] and verified_email["column_names"] == ["email"]
-        where = verified_email["dialect_options"].get(
-            f"{db.engine.dialect.name}_where", "")
+        where = verified_email["dialect_options"].get(f"{db.engine.dialect.name}_where", "")
         assert "email_verified IS NOT NULL" in str(where)
         assert ("provider", "provider_account_id") in uniques["accounts"]
         assert ("token_hash",) in uniques["sessions"]
@@ -90,10 +90,14 @@ def test_postgres_has_comments_and_timestamps_with_time_zone(postgres_url):
             sa.text("SELECT obj_description('active_sessions'::regclass, 'pg_class')")
         ).scalar()
         assert "never the token hash" in view_comment
-        types = dict(conn.execute(sa.text(
-            "SELECT column_name, data_type FROM information_schema.columns "
-            "WHERE table_name = 'sessions'"
-        )).all())
+        types = dict(
+            conn.execute(
+                sa.text(
+                    "SELECT column_name, data_type FROM information_schema.columns "
+                    "WHERE table_name = 'sessions'"
+                )
+            ).all()
+        )
         assert types["expires"] == "timestamp with time zone"
         assert types["created_at"] == "timestamp with time zone"
     engine.dispose()

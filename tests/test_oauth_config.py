@@ -14,8 +14,14 @@ from joserfc.jwk import ECKey, RSAKey
 from webapp.auth.providers import providers
 from webapp.settings import ConfigError
 
-BASE = {"id": "corp", "type": "oidc", "name": "Corp SSO", "issuer": "https://sso.example.com",
-        "client_id": "webapp", "client_secret": "s3cret"}
+BASE = {
+    "id": "corp",
+    "type": "oidc",
+    "name": "Corp SSO",
+    "issuer": "https://sso.example.com",
+    "client_id": "webapp",
+    "client_secret": "s3cret",
+}
 
 
 @pytest.mark.parametrize(
@@ -25,10 +31,14 @@ BASE = {"id": "corp", "type": "oidc", "name": "Corp SSO", "issuer": "https://sso
         ({"issuer": None}, "provider 'corp': issuer is required"),
         ({"client_secret": None}, "provider 'corp': client_secret"),
         ({"token_endpoint_auth_method": "magic"}, "provider 'corp': token_endpoint_auth_method"),
-        ({"token_endpoint_auth_method": "private_key_jwt"},
-         "provider 'corp': client_private_key_file is required"),
-        ({"client_private_key_file": "missing.pem"},
-         "provider 'corp': client_private_key_file: cannot read"),
+        (
+            {"token_endpoint_auth_method": "private_key_jwt"},
+            "provider 'corp': client_private_key_file is required",
+        ),
+        (
+            {"client_private_key_file": "missing.pem"},
+            "provider 'corp': client_private_key_file: cannot read",
+        ),
         ({"issuer": "http://sso.example.com"}, "provider 'corp': issuer must be an https:// URL"),
         ({"preset": "myspace"}, "provider 'corp': unknown preset 'myspace'"),
         ({"preset": "github"}, "provider 'corp': type must be 'oauth' for preset 'github'"),
@@ -37,14 +47,25 @@ BASE = {"id": "corp", "type": "oidc", "name": "Corp SSO", "issuer": "https://sso
         ({"checks": ["state", "csrf"]}, "provider 'corp': checks must be a list"),
         ({"response_mode": "fragment"}, "provider 'corp': response_mode"),
         ({"type": "oauth", "issuer": None}, "provider 'corp': authorization_endpoint is required"),
-        ({"type": "oauth", "checks": ["state", "nonce"], "authorization_endpoint": "https://a",
-          "token_endpoint": "https://t", "userinfo_endpoint": "https://u"},
-         "provider 'corp': the nonce check needs type oidc"),
+        (
+            {
+                "type": "oauth",
+                "checks": ["state", "nonce"],
+                "authorization_endpoint": "https://a",
+                "token_endpoint": "https://t",
+                "userinfo_endpoint": "https://u",
+            },
+            "provider 'corp': the nonce check needs type oidc",
+        ),
         ({"profile": {"email": "mail"}}, "provider 'corp': profile must map sub"),
-        ({"allow_dangerous_email_account_linking": "yes"},
-         "provider 'corp': allow_dangerous_email_account_linking"),
-        ({"client_secret_env": "NOT_SET_ANYWHERE", "client_secret": None},
-         "provider 'corp': client_secret_env names 'NOT_SET_ANYWHERE'"),
+        (
+            {"allow_dangerous_email_account_linking": "yes"},
+            "provider 'corp': allow_dangerous_email_account_linking",
+        ),
+        (
+            {"client_secret_env": "NOT_SET_ANYWHERE", "client_secret": None},
+            "provider 'corp': client_secret_env names 'NOT_SET_ANYWHERE'",
+        ),
     ],
 )
 def test_configuration_errors_name_provider_and_field(
@@ -58,21 +79,42 @@ def test_configuration_errors_name_provider_and_field(
 def test_unreadable_or_wrong_key_file(make_oauth_app: Callable[..., Flask], tmp_path: Path) -> None:
     (tmp_path / "not-a-key.pem").write_text("hello")
     with pytest.raises(ConfigError, match="provider 'corp': client_private_key_file: .* is not"):
-        make_oauth_app([{**BASE, "token_endpoint_auth_method": "private_key_jwt",
-                         "client_private_key_file": str(tmp_path / "not-a-key.pem")}])
+        make_oauth_app(
+            [
+                {
+                    **BASE,
+                    "token_endpoint_auth_method": "private_key_jwt",
+                    "client_private_key_file": str(tmp_path / "not-a-key.pem"),
+                }
+            ]
+        )
     public = RSAKey.generate_key(2048).as_dict(private=False)
     (tmp_path / "public.jwk").write_text(json.dumps(public))
     with pytest.raises(ConfigError, match="must hold an RSA or EC private key"):
-        make_oauth_app([{**BASE, "token_endpoint_auth_method": "private_key_jwt",
-                         "client_private_key_file": str(tmp_path / "public.jwk")}])
+        make_oauth_app(
+            [
+                {
+                    **BASE,
+                    "token_endpoint_auth_method": "private_key_jwt",
+                    "client_private_key_file": str(tmp_path / "public.jwk"),
+                }
+            ]
+        )
 
 
 def test_key_file_is_relative_to_the_toml_file(
     make_oauth_app: Callable[..., Flask], tmp_path: Path
 ) -> None:
     (tmp_path / "corp.pem").write_bytes(ECKey.generate_key("P-256").as_pem(private=True))
-    app = make_oauth_app([{**BASE, "token_endpoint_auth_method": "private_key_jwt",
-                           "client_private_key_file": "corp.pem"}])
+    app = make_oauth_app(
+        [
+            {
+                **BASE,
+                "token_endpoint_auth_method": "private_key_jwt",
+                "client_private_key_file": "corp.pem",
+            }
+        ]
+    )
     with app.app_context():
         assert providers()["corp"].config.client.private_key is not None  # type: ignore[attr-defined]
 

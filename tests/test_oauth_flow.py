@@ -53,7 +53,10 @@ def test_every_client_auth_method_signs_in(
     assert (user.email, user.name) == ("alice@example.com", "Alice")
     assert user.email_verified is not None
     assert (account.provider, account.type, account.provider_account_id) == (
-        client_id, "oidc", "alice")
+        client_id,
+        "oidc",
+        "alice",
+    )
     assert account.user_id == user.id and session.user_id == user.id
     assert account.access_token and account.id_token and account.refresh_token
     assert account.token_type.lower() == "bearer"
@@ -77,8 +80,11 @@ def test_authorization_request_carries_checks_and_extra_params(
     assert params["redirect_uri"] == APP_ORIGIN + "/auth/callback/op-basic"
     set_cookies = response.headers.getlist("Set-Cookie")
     for item in ("state", "pkce", "nonce"):
-        [cookie] = [c for c in set_cookies
-                    if c.startswith(flow_cookie("op-basic", item, params["state"]) + "=")]
+        [cookie] = [
+            c
+            for c in set_cookies
+            if c.startswith(flow_cookie("op-basic", item, params["state"]) + "=")
+        ]
         assert "HttpOnly" in cookie and "Max-Age=900" in cookie and "SameSite=Lax" in cookie
         # Encrypted: neither the state nor the nonce appears in any cookie.
         assert params["state"] not in cookie and params["nonce"] not in cookie
@@ -168,8 +174,10 @@ def test_replayed_callback_fails(node_op: Any, make_oauth_app: Any) -> None:
     browser = Browser(app.test_client())
     start = browser.start("op-basic", login_hint="alice")
     state = query_of(start.headers["Location"])["state"]
-    saved = {item: browser.client.get_cookie(flow_cookie("op-basic", item, state)).value
-             for item in ("state", "pkce", "nonce")}
+    saved = {
+        item: browser.client.get_cookie(flow_cookie("op-basic", item, state)).value
+        for item in ("state", "pkce", "nonce")
+    }
     callback = browser.authorize(start.headers["Location"])
     assert error_of(browser.client.get(callback)) is None
     # The same browser: its flow cookies are gone.
@@ -185,8 +193,9 @@ def test_replayed_callback_fails(node_op: Any, make_oauth_app: Any) -> None:
 def test_parallel_tabs_all_complete(node_op: Any, make_oauth_app: Any) -> None:
     app = make_oauth_app([node_op.provider_config("op-basic")])
     browser = Browser(app.test_client())
-    tabs = [browser.start("op-basic", login_hint="alice", callback_url=f"/tab{i}")
-            for i in range(3)]
+    tabs = [
+        browser.start("op-basic", login_hint="alice", callback_url=f"/tab{i}") for i in range(3)
+    ]
     callbacks = [browser.authorize(tab.headers["Location"]) for tab in tabs]
     for i in (2, 0, 1):
         response = browser.client.get(callbacks[i])
@@ -207,9 +216,7 @@ def test_known_account_signs_in_its_user(node_op: Any, make_oauth_app: Any) -> N
     assert [s.user_id for s in rows(app, Session)] == [user.id, user.id]
 
 
-def test_signed_in_user_gets_the_new_account_linked(
-    node_op: Any, make_oauth_app: Any
-) -> None:
+def test_signed_in_user_gets_the_new_account_linked(node_op: Any, make_oauth_app: Any) -> None:
     app = make_oauth_app([node_op.provider_config("op-basic")])
     browser = Browser(app.test_client())
     demo_sign_in(browser.client, "someone@example.com")
@@ -260,8 +267,10 @@ def test_email_of_another_user_is_not_linked_by_default(
 def test_email_linking_when_allowed_and_verified(
     node_op: Any, make_oauth_app: Any, mailbox: Any
 ) -> None:
-    app = make_oauth_app([node_op.provider_config(
-        "op-basic", allow_dangerous_email_account_linking=True)], EMAIL_SERVER=mailbox.url())
+    app = make_oauth_app(
+        [node_op.provider_config("op-basic", allow_dangerous_email_account_linking=True)],
+        EMAIL_SERVER=mailbox.url(),
+    )
     email_sign_in(app.test_client(), mailbox, "alice@example.com")
     response = Browser(app.test_client()).sign_in("op-basic", login_hint="alice")
     assert error_of(response) is None
@@ -275,15 +284,19 @@ def test_email_linking_allowed_but_unverified_makes_a_separate_user(
 ) -> None:
     """An unverified claim is never linked, and not refused either: refusing
     would tell a prober that the address has an account."""
-    app = make_oauth_app([node_op.provider_config(
-        "op-basic", allow_dangerous_email_account_linking=True)], EMAIL_SERVER=mailbox.url())
+    app = make_oauth_app(
+        [node_op.provider_config("op-basic", allow_dangerous_email_account_linking=True)],
+        EMAIL_SERVER=mailbox.url(),
+    )
     email_sign_in(app.test_client(), mailbox, "bob@example.com")
     response = Browser(app.test_client()).sign_in("op-basic", login_hint="bob")
     assert error_of(response) is None
     owner, claimant = rows(app, User)
     assert owner.email_verified is not None and claimant.email_verified is None
     assert [(a.provider, a.user_id) for a in rows(app, Account)] == [
-        ("email", owner.id), ("op-basic", claimant.id)]
+        ("email", owner.id),
+        ("op-basic", claimant.id),
+    ]
 
 
 def test_new_identity_creates_user_and_account(node_op: Any, make_oauth_app: Any) -> None:
@@ -316,8 +329,9 @@ def test_provider_stalling_is_oauth_signin_within_the_timeout(
         sock.bind(("127.0.0.1", 0))
         sock.listen(8)
         issuer = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        app = make_oauth_app([node_op.provider_config("op-basic", issuer=issuer)],
-                             AUTH_HTTP_READ_TIMEOUT="0.5")
+        app = make_oauth_app(
+            [node_op.provider_config("op-basic", issuer=issuer)], AUTH_HTTP_READ_TIMEOUT="0.5"
+        )
         response = Browser(app.test_client()).start("op-basic")
     assert error_of(response) == "OAuthSignin"
 

@@ -61,14 +61,20 @@ def _unsigned(claims: dict[str, Any]) -> str:
 def _hs256(fake: FakeIdP) -> str:
     # Signed with the client secret, or with the RSA public key as an HMAC secret: refused.
     now = int(time.time())
-    claims = {"iss": fake.issuer, "sub": "user-1", "aud": fake.client_id,
-              "iat": now, "exp": now + 60}
+    claims = {
+        "iss": fake.issuer,
+        "sub": "user-1",
+        "aud": fake.client_id,
+        "iat": now,
+        "exp": now + 60,
+    }
     return jwt.encode({"alg": "HS256"}, claims, OctKey.import_key(SECRET), algorithms=["HS256"])
 
 
 BAD_TOKENS: dict[str, Callable[[FakeIdP], None]] = {
     "bad signature": lambda f: setattr(
-        f, "sign_key", RSAKey.generate_key(2048, parameters={"kid": "k1"})),
+        f, "sign_key", RSAKey.generate_key(2048, parameters={"kid": "k1"})
+    ),
     "wrong iss": lambda f: f.claims.update(iss="http://127.0.0.1:1/other"),
     "wrong aud": lambda f: f.claims.update(aud="another-client"),
     "several aud, no azp": lambda f: f.claims.update(aud=[f.client_id, "another-client"]),
@@ -87,8 +93,7 @@ BAD_TOKENS: dict[str, Callable[[FakeIdP], None]] = {
     "userinfo down": lambda f: setattr(f, "userinfo", None),
     "no kid, two keys fit": lambda f: (
         f.header.update(kid=None),
-        f.jwks.append(RSAKey.generate_key(2048, parameters={"kid": "k2"}).as_dict(
-            private=False)),
+        f.jwks.append(RSAKey.generate_key(2048, parameters={"kid": "k2"}).as_dict(private=False)),
     ),
 }
 
@@ -195,9 +200,7 @@ def test_stalling_token_endpoint_is_oauth_callback(
     assert count(app, User) == 0
 
 
-def test_concurrent_first_sign_ins_create_one_user(
-    fake: FakeIdP, app: Flask
-) -> None:
+def test_concurrent_first_sign_ins_create_one_user(fake: FakeIdP, app: Flask) -> None:
     """Two callbacks for one new identity at once: one user and one account, both signed in."""
     browsers = [Browser(app.test_client()) for _ in range(2)]
     callbacks = [b.authorize(b.start("fake").headers["Location"]) for b in browsers]

@@ -87,6 +87,7 @@ def github_fake(
             if payload is None:  # the person did not grant the user:email scope
                 return 404, {}, {"message": "Not Found"}
             return 200, {}, payload
+
         return answer
 
     fake.routes["/user"] = api(profile)
@@ -95,7 +96,10 @@ def github_fake(
 
 def github_config(fake: FakeIdP) -> dict[str, Any]:
     return {
-        "id": "github", "type": "oauth", "preset": "github", "client_id": "gh-client",
+        "id": "github",
+        "type": "oauth",
+        "preset": "github",
+        "client_id": "gh-client",
         "client_secret": "gh-secret",
         "authorization_endpoint": fake.issuer + "/authorize",
         "token_endpoint": fake.issuer + "/token",
@@ -123,11 +127,23 @@ EMAILS = [
     ],
 )
 def test_github_email_quirk(
-    fake: FakeIdP, make_oauth_app: Callable[..., Flask],
-    public_email: str | None, emails: list[dict[str, Any]] | None, expected: tuple[Any, bool],
+    fake: FakeIdP,
+    make_oauth_app: Callable[..., Flask],
+    public_email: str | None,
+    emails: list[dict[str, Any]] | None,
+    expected: tuple[Any, bool],
 ) -> None:
-    github_fake(fake, {"id": 583231, "login": "octocat", "name": None, "email": public_email,
-                       "avatar_url": "https://avatars.example/u/583231"}, emails)
+    github_fake(
+        fake,
+        {
+            "id": 583231,
+            "login": "octocat",
+            "name": None,
+            "email": public_email,
+            "avatar_url": "https://avatars.example/u/583231",
+        },
+        emails,
+    )
     app = make_oauth_app([github_config(fake)])
     assert error_of(Browser(app.test_client()).sign_in("github")) is None
     user, account = one(app, User), one(app, Account)
@@ -147,13 +163,22 @@ def apple(fake: FakeIdP, tmp_path: Path) -> Iterator[tuple[FakeIdP, dict[str, An
     key = ECKey.generate_key("P-256")
     (tmp_path / "AuthKey_KEY123.p8").write_bytes(key.as_pem(private=True))
     config = {
-        "id": "apple", "type": "oidc", "preset": "apple", "client_id": "com.example.web",
-        "issuer": fake.issuer, "team_id": "TEAM123", "key_id": "KEY123",
+        "id": "apple",
+        "type": "oidc",
+        "preset": "apple",
+        "client_id": "com.example.web",
+        "issuer": fake.issuer,
+        "team_id": "TEAM123",
+        "key_id": "KEY123",
         "client_private_key_file": str(tmp_path / "AuthKey_KEY123.p8"),
     }
     fake.client_id = "com.example.web"
-    fake.claims = {"sub": "001234.abcd", "email": "x7@privaterelay.appleid.com",
-                   "email_verified": "true", "is_private_email": "true"}
+    fake.claims = {
+        "sub": "001234.abcd",
+        "email": "x7@privaterelay.appleid.com",
+        "email_verified": "true",
+        "is_private_email": "true",
+    }
     fake.discovery.pop("userinfo_endpoint")  # Apple has none
     yield fake, config, key
 
@@ -178,8 +203,9 @@ def test_apple_form_post_signed_secret_and_first_time_name(
 ) -> None:
     fake, config, key = apple
     app = make_oauth_app([config])
-    first = apple_sign_in(app, {"name": {"firstName": "Ann", "lastName": "Apple"},
-                                "email": "forged@example.com"})
+    first = apple_sign_in(
+        app, {"name": {"firstName": "Ann", "lastName": "Apple"}, "email": "forged@example.com"}
+    )
     assert error_of(first) is None
     user = one(app, User)
     # The name comes from Apple's one-time form field; the address only from the ID token.
@@ -192,7 +218,10 @@ def test_apple_form_post_signed_secret_and_first_time_name(
     assert decoded.header["kid"] == "KEY123"
     claims = decoded.claims
     assert (claims["iss"], claims["sub"], claims["aud"]) == (
-        "TEAM123", "com.example.web", fake.issuer)
+        "TEAM123",
+        "com.example.web",
+        fake.issuer,
+    )
     assert 0 < claims["exp"] - claims["iat"] <= 300 and claims["iat"] <= time.time() + 1
 
     # Later sign-ins: no name field, and Apple may leave the address out.
@@ -212,14 +241,24 @@ def test_entra_multi_tenant_issuer(
 ) -> None:
     template = fake.issuer + "/{tenantid}/v2.0"
     fake.discovery["issuer"] = template
-    fake.routes["/common/v2.0/.well-known/openid-configuration"] = (
-        lambda r: (200, {}, fake.discovery))
+    fake.routes["/common/v2.0/.well-known/openid-configuration"] = lambda r: (
+        200,
+        {},
+        fake.discovery,
+    )
     fake.claims = {"iss": template.replace("{tenantid}", iss_tenant), "tid": tid}
     fake.iss_param = template.replace("{tenantid}", tid)
-    app = make_oauth_app([{
-        "id": "microsoft-entra-id", "type": "oidc", "preset": "microsoft-entra-id",
-        "client_id": fake.client_id, "client_secret": "s",
-        "issuer": fake.issuer + "/common/v2.0",
-    }])
+    app = make_oauth_app(
+        [
+            {
+                "id": "microsoft-entra-id",
+                "type": "oidc",
+                "preset": "microsoft-entra-id",
+                "client_id": fake.client_id,
+                "client_secret": "s",
+                "issuer": fake.issuer + "/common/v2.0",
+            }
+        ]
+    )
     response = Browser(app.test_client()).sign_in("microsoft-entra-id")
     assert error_of(response) == (None if ok else "OAuthCallback")

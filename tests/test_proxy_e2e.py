@@ -69,8 +69,9 @@ def _wait_for(url: str, process: subprocess.Popen[Any]) -> None:
 @pytest.fixture
 def proxied_site(tmp_path: Path, mailbox: Mailbox) -> Iterator[tuple[str, Path]]:
     """gunicorn with production settings behind nginx; yields nginx's URL and its log."""
-    nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists()
-                                      else None)
+    nginx = shutil.which("nginx") or (
+        "/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None
+    )
     if nginx is None:
         message = "nginx is missing: apt-get install -y nginx-light (scripts/test does)"
         if IN_CI:
@@ -79,18 +80,39 @@ def proxied_site(tmp_path: Path, mailbox: Mailbox) -> Iterator[tuple[str, Path]]
     url = f"sqlite:///{tmp_path / 'proxied.sqlite3'}"
     migrate_database(url)
     app_port, proxy_port = free_port(), free_port()
-    env = {**os.environ, "APP_ENV": "production", "AUTH_SECRET": TEST_SECRET,
-           "AUTH_URL": f"http://{SITE}/auth", "DATABASE_URL": url, "WEB_CONCURRENCY": "1",
-           "AUTH_TRUSTED_PROXIES": "127.0.0.1", "EMAIL_SERVER": mailbox.url(),
-           "EMAIL_IP_LIMIT": "3/10m", "EMAIL_ADDRESS_LIMIT": "100/10m"}
+    env = {
+        **os.environ,
+        "APP_ENV": "production",
+        "AUTH_SECRET": TEST_SECRET,
+        "AUTH_URL": f"http://{SITE}/auth",
+        "DATABASE_URL": url,
+        "WEB_CONCURRENCY": "1",
+        "AUTH_TRUSTED_PROXIES": "127.0.0.1",
+        "EMAIL_SERVER": mailbox.url(),
+        "EMAIL_IP_LIMIT": "3/10m",
+        "EMAIL_ADDRESS_LIMIT": "100/10m",
+    }
     server_log = (tmp_path / "gunicorn.log").open("w")
     server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py",
-         "--bind", f"127.0.0.1:{app_port}"],
-        cwd=ROOT, env=env, stdout=server_log, stderr=subprocess.STDOUT)
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "-c",
+            "gunicorn.conf.py",
+            "--bind",
+            f"127.0.0.1:{app_port}",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=server_log,
+        stderr=subprocess.STDOUT,
+    )
     conf = _nginx_conf(tmp_path, listen=proxy_port, upstream=app_port)
-    proxy = subprocess.Popen([nginx, "-c", str(conf), "-p", str(tmp_path),
-                              "-g", "daemon off;"], stderr=subprocess.DEVNULL)
+    proxy = subprocess.Popen(
+        [nginx, "-c", str(conf), "-p", str(tmp_path), "-g", "daemon off;"],
+        stderr=subprocess.DEVNULL,
+    )
     try:
         _wait_for(f"http://127.0.0.1:{app_port}/auth/csrf", server)
         _wait_for(f"http://127.0.0.1:{proxy_port}/auth/csrf", proxy)
@@ -108,8 +130,12 @@ def test_through_nginx_forged_headers_change_no_link_and_no_throttle(
 ) -> None:
     base, access_log = proxied_site
     browser = requests.Session()
-    hostile = {"Host": "evil.example", "X-Forwarded-Host": "evil.example",
-               "X-Forwarded-Proto": "https", "Forwarded": "host=evil.example"}
+    hostile = {
+        "Host": "evil.example",
+        "X-Forwarded-Host": "evil.example",
+        "X-Forwarded-Proto": "https",
+        "Forwarded": "host=evil.example",
+    }
     providers = browser.get(f"{base}/auth/providers", headers=hostile, timeout=10).json()
     assert providers["email"]["signinUrl"] == f"http://{SITE}/auth/signin/email"
 
@@ -119,9 +145,12 @@ def test_through_nginx_forged_headers_change_no_link_and_no_throttle(
     forged = {k: v for k, v in hostile.items() if k != "Host"}
     for n in range(6):
         answer = browser.post(
-            f"{base}/auth/signin/email", allow_redirects=False, timeout=10,
+            f"{base}/auth/signin/email",
+            allow_redirects=False,
+            timeout=10,
             data={"csrfToken": token, "email": f"u{n}@example.com"},
-            headers={**forged, "X-Forwarded-For": f"198.51.100.{n}"})
+            headers={**forged, "X-Forwarded-For": f"198.51.100.{n}"},
+        )
         assert answer.status_code == 302
         assert answer.headers["Location"].startswith(f"http://{SITE}/auth/verify-request")
     # nginx replaced each forged X-Forwarded-For with the address it saw: one client.

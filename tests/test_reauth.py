@@ -30,8 +30,12 @@ LATER = timedelta(hours=3)
 @pytest.fixture
 def idp() -> Iterator[FakeIdP]:
     with fake_idp() as provider:
-        provider.userinfo = {"sub": "thief-1", "email": "thief@example.com",
-                             "email_verified": True, "name": "Thief"}
+        provider.userinfo = {
+            "sub": "thief-1",
+            "email": "thief@example.com",
+            "email_verified": True,
+            "name": "Thief",
+        }
         provider.claims = {"sub": "thief-1"}
         yield provider
 
@@ -39,14 +43,15 @@ def idp() -> Iterator[FakeIdP]:
 @pytest.fixture
 def app(idp: FakeIdP, make_oauth_app: Callable[..., Flask]) -> Flask:
     # The demo credentials (development) are Ann's existing method; "fake" is the provider.
-    return make_oauth_app([idp.provider_config("fake")],
-                          AUTH_DEMO_CREDENTIALS="true")
+    return make_oauth_app([idp.provider_config("fake")], AUTH_DEMO_CREDENTIALS="true")
 
 
 def _demo_signin(client: FlaskClient, **form: str) -> Any:
     token = client.get("/auth/csrf").json["csrfToken"]  # type: ignore[index]
-    return client.post("/auth/callback/demo", data={
-        "csrfToken": token, "email": "ann@example.com", "password": "demo", **form})
+    return client.post(
+        "/auth/callback/demo",
+        data={"csrfToken": token, "email": "ann@example.com", "password": "demo", **form},
+    )
 
 
 def _accounts(app: Flask) -> list[str]:
@@ -62,7 +67,8 @@ def test_an_old_session_cannot_link_a_provider(app: Flask, idp: FakeIdP) -> None
     with freeze_time(start + LATER):
         answer = browser.start("fake")
         assert answer.headers["Location"] == (
-            "http://localhost/account/confirm?next=%2Faccount%2Flink%2Ffake")
+            "http://localhost/account/confirm?next=%2Faccount%2Flink%2Ffake"
+        )
         assert idp.hits["/authorize"] == 0
     assert _accounts(app) == ["demo"]
 
@@ -80,7 +86,8 @@ def test_the_callback_refuses_a_link_once_the_session_is_old(app: Flask, idp: Fa
         frozen.tick(timedelta(minutes=2))
         answer = browser.client.get(back)
         assert answer.headers["Location"] == (
-            "http://localhost/account/confirm?next=%2Faccount%2Flink%2Ffake")
+            "http://localhost/account/confirm?next=%2Faccount%2Flink%2Ffake"
+        )
     assert _accounts(app) == ["demo"]
     with app.app_context():
         assert db.session.query(User).count() == 1
@@ -119,16 +126,22 @@ def test_an_old_session_cannot_unlink_a_method(app: Flask, idp: FakeIdP) -> None
         demo_id = db.session.scalar(sa.select(Account.id).where(Account.provider == "demo"))
     with freeze_time(start + LATER):
         token = browser.csrf()
-        answer = browser.client.post(f"/account/accounts/{demo_id}/unlink",
-                                     data={"csrfToken": token})
+        answer = browser.client.post(
+            f"/account/accounts/{demo_id}/unlink", data={"csrfToken": token}
+        )
         assert answer.status_code == 303
         assert answer.headers["Location"] == (
-            f"/account/confirm?next=%2Faccount%2Faccounts%2F{demo_id}%2Funlink")
-        htmx = browser.client.post(f"/account/accounts/{demo_id}/unlink",
-                                   data={"csrfToken": token}, headers={"HX-Request": "true"})
+            f"/account/confirm?next=%2Faccount%2Faccounts%2F{demo_id}%2Funlink"
+        )
+        htmx = browser.client.post(
+            f"/account/accounts/{demo_id}/unlink",
+            data={"csrfToken": token},
+            headers={"HX-Request": "true"},
+        )
         assert htmx.headers["HX-Redirect"].startswith("/account/confirm?next=")
-        api = browser.client.post(f"/account/api/accounts/{demo_id}/unlink",
-                                  headers={"X-CSRFToken": token})
+        api = browser.client.post(
+            f"/account/api/accounts/{demo_id}/unlink", headers={"X-CSRFToken": token}
+        )
         assert (api.status_code, api.json["error"]) == (403, "RecentSignInRequired")  # type: ignore[index]
         assert api.json["confirmUrl"].startswith("http://localhost/account/confirm?")  # type: ignore[index]
         assert _accounts(app) == ["demo", "fake"]
@@ -140,17 +153,17 @@ def test_an_old_session_cannot_unlink_a_method(app: Flask, idp: FakeIdP) -> None
         assert back.headers["Location"] == f"http://localhost/account/accounts/{demo_id}/unlink"
         page = browser.client.get(f"/account/accounts/{demo_id}/unlink").get_data(as_text=True)
         form_token = re.search(r'name="csrfToken" value="([^"]+)"', page)[1]  # type: ignore[index]
-        done = browser.client.post(f"/account/accounts/{demo_id}/unlink",
-                                   data={"csrfToken": form_token})
+        done = browser.client.post(
+            f"/account/accounts/{demo_id}/unlink", data={"csrfToken": form_token}
+        )
         assert done.status_code == 303 and done.headers["Location"] == "/account#accounts"
     assert _accounts(app) == ["fake"]
 
 
-def test_the_window_is_a_setting(
-    idp: FakeIdP, make_oauth_app: Callable[..., Flask]
-) -> None:
-    app = make_oauth_app([idp.provider_config("fake")],
-                         AUTH_DEMO_CREDENTIALS="true", AUTH_REAUTH_MAX_AGE="7200")
+def test_the_window_is_a_setting(idp: FakeIdP, make_oauth_app: Callable[..., Flask]) -> None:
+    app = make_oauth_app(
+        [idp.provider_config("fake")], AUTH_DEMO_CREDENTIALS="true", AUTH_REAUTH_MAX_AGE="7200"
+    )
     start = utcnow()
     browser = Browser(app.test_client())
     with freeze_time(start):

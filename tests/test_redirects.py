@@ -104,8 +104,12 @@ def test_a_trusted_proxy_cannot_change_the_origin(make_app):
     # AUTH_TRUST_HOST once made links follow X-Forwarded-Host (an account takeover through
     # a forged sign-in link); now it only lets a proxy name the client and the scheme.
     app = make_app(AUTH_TRUST_HOST="true")
-    headers = {"X-Forwarded-Host": "localhost", "X-Forwarded-Proto": "https",
-               "X-Forwarded-For": "203.0.113.7", "Host": "127.0.0.1:8000"}
+    headers = {
+        "X-Forwarded-Host": "localhost",
+        "X-Forwarded-Proto": "https",
+        "X-Forwarded-For": "203.0.113.7",
+        "Host": "127.0.0.1:8000",
+    }
     providers = app.test_client().get("/auth/providers", headers=headers).json
     assert providers["demo"]["signinUrl"] == "http://localhost/auth/signin/demo"
 

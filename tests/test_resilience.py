@@ -16,9 +16,16 @@ DOWN = "postgresql+psycopg://postgres@127.0.0.1:1/nothing"
 
 @pytest.fixture
 def down_client():
-    app = create_app({"APP_ENV": "development", "AUTH_SECRET": TEST_SECRET,
-                      "AUTH_URL": "http://localhost/auth", "DATABASE_URL": DOWN,
-                      "TESTING": True}, environ={})
+    app = create_app(
+        {
+            "APP_ENV": "development",
+            "AUTH_SECRET": TEST_SECRET,
+            "AUTH_URL": "http://localhost/auth",
+            "DATABASE_URL": DOWN,
+            "TESTING": True,
+        },
+        environ={},
+    )
     return app.test_client()
 
 
@@ -48,8 +55,10 @@ def test_what_needs_no_database_still_works(down_client):
 
 def test_signin_with_the_database_down_changes_nothing_and_says_so(down_client):
     token = down_client.get("/auth/csrf").json["csrfToken"]
-    r = down_client.post("/auth/callback/demo", data={
-        "csrfToken": token, "email": "ann@example.com", "password": "demo"})
+    r = down_client.post(
+        "/auth/callback/demo",
+        data={"csrfToken": token, "email": "ann@example.com", "password": "demo"},
+    )
     assert r.status_code == 503
     assert "session-token" not in r.headers.get("Set-Cookie", "")
 
@@ -70,9 +79,12 @@ def test_a_dropped_connection_costs_one_503_and_leaves_the_pool(postgres_url):
     assert client.get("/auth/session").json["user"]["email"] == "ann@example.com"
     name = postgres_url.rsplit("/", 1)[1]
     with pg_admin_engine().connect() as conn:
-        killed = conn.execute(sa.text(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = :n"
-        ), {"n": name}).scalar_one()
+        killed = conn.execute(
+            sa.text(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = :n"
+            ),
+            {"n": name},
+        ).scalar_one()
     assert killed == 3
     r = client.get("/auth/session")
     assert r.status_code == 503 and r.json["error"] == "ServiceUnavailable"

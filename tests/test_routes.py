@@ -83,8 +83,12 @@ def test_signin_unknown_provider_redirects_with_signin_error(client, auth):
 
 @pytest.mark.parametrize("how", ["form", "header"])
 def test_json_mode_answers_url_instead_of_redirect(client, auth, how):
-    data = {"csrfToken": auth.csrf(), "email": "ann@example.com", "password": "demo",
-            "callbackUrl": "/account"}
+    data = {
+        "csrfToken": auth.csrf(),
+        "email": "ann@example.com",
+        "password": "demo",
+        "callbackUrl": "/account",
+    }
     headers = {}
     if how == "form":
         data["json"] = "true"

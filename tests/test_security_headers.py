@@ -18,7 +18,7 @@ def is_no_store(response) -> bool:
 def a_static_file(client) -> str:
     html = client.get("/").get_data(as_text=True)
     start = html.index('src="/static/dist/') + len('src="')
-    return html[start:html.index('"', start)]
+    return html[start : html.index('"', start)]
 
 
 # -- no-store ----------------------------------------------------------------------------
@@ -35,8 +35,7 @@ def test_signed_in_pages_are_not_stored(client, auth):
 
 def test_htmx_fragments_are_not_stored(app, client, auth):
     auth.signin()
-    r = client.post("/account/sessions/end-others", data={"csrfToken": auth.csrf()},
-                    headers=HTMX)
+    r = client.post("/account/sessions/end-others", data={"csrfToken": auth.csrf()}, headers=HTMX)
     assert r.status_code == 200 and "Signed out 0 other sessions." in r.get_data(as_text=True)
     assert r.headers["Cache-Control"] == PRIVATE
 
@@ -99,12 +98,14 @@ def test_hsts_also_on_signed_in_pages_with_secure_cookies(make_app):
     client = https_client(make_app)
     token = client.get("/auth/csrf", base_url=HTTPS).json["csrfToken"]
     r = client.post(
-        "/auth/callback/demo", base_url=HTTPS,
+        "/auth/callback/demo",
+        base_url=HTTPS,
         data={"csrfToken": token, "email": "ann@example.com", "password": "demo"},
         headers={"Referer": "https://localhost/auth/signin"},
     )
-    assert any(h.startswith("__Secure-auth.session-token=")
-               for h in r.headers.getlist("Set-Cookie"))
+    assert any(
+        h.startswith("__Secure-auth.session-token=") for h in r.headers.getlist("Set-Cookie")
+    )
     r = client.get("/account", base_url=HTTPS)
     assert r.status_code == 200
     assert r.headers["Strict-Transport-Security"] == "max-age=31536000"
@@ -131,8 +132,9 @@ def test_hsts_settings(make_app, settings, expected):
 def test_hsts_settings_from_the_toml_file(tmp_path):
     path = tmp_path / "auth.toml"
     path.write_text("[auth]\nhsts_max_age = 86400\nhsts_include_subdomains = true\n")
-    conf = load_settings({"APP_ENV": "development", "AUTH_CONFIG": str(path)},
-                         instance_path=tmp_path)
+    conf = load_settings(
+        {"APP_ENV": "development", "AUTH_CONFIG": str(path)}, instance_path=tmp_path
+    )
     assert (conf.hsts_max_age, conf.hsts_include_subdomains) == (86400, True)
     defaults = load_settings({"APP_ENV": "development"}, instance_path=tmp_path)
     assert (defaults.hsts_max_age, defaults.hsts_include_subdomains) == (31536000, False)
@@ -148,6 +150,6 @@ def test_hsts_settings_from_the_toml_file(tmp_path):
 )
 def test_bad_hsts_settings_name_the_setting(name, value):
     with pytest.raises(ConfigError, match=name):
-        load_settings({"APP_ENV": "development", name: value},
-                      instance_path="/tmp/webapp-test-instance")
-
+        load_settings(
+            {"APP_ENV": "development", name: value}, instance_path="/tmp/webapp-test-instance"
+        )

@@ -31,14 +31,33 @@ def _gunicorn(tmp_path: Path) -> Iterator[tuple[str, Path, Path]]:
     migrate_database(url)
     port = _free_port()
     access, errors = tmp_path / "access.log", tmp_path / "error.log"
-    env = {**os.environ, "APP_ENV": "production", "AUTH_SECRET": TEST_SECRET,
-           "AUTH_URL": f"http://127.0.0.1:{port}/auth", "DATABASE_URL": url,
-           "WEB_CONCURRENCY": "1"}
+    env = {
+        **os.environ,
+        "APP_ENV": "production",
+        "AUTH_SECRET": TEST_SECRET,
+        "AUTH_URL": f"http://127.0.0.1:{port}/auth",
+        "DATABASE_URL": url,
+        "WEB_CONCURRENCY": "1",
+    }
     server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py",
-         "--bind", f"127.0.0.1:{port}", "--access-logfile", str(access),
-         "--error-logfile", str(errors)],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "-c",
+            "gunicorn.conf.py",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--access-logfile",
+            str(access),
+            "--error-logfile",
+            str(errors),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         for _ in range(100):
@@ -67,8 +86,9 @@ def _line_with(log: Path, text: str) -> str:
 
 def test_gunicorn_serves_the_app_and_logs_each_request_in_the_documented_format(tmp_path):
     with _gunicorn(tmp_path) as (base, log, _):
-        r = requests.get(f"{base}/auth/session", timeout=5,
-                         headers={"User-Agent": 'probe "quoted" 1.0'})
+        r = requests.get(
+            f"{base}/auth/session", timeout=5, headers={"User-Agent": 'probe "quoted" 1.0'}
+        )
         assert r.status_code == 200 and r.json() is None
         rid = r.headers["X-Request-ID"]
         line = _line_with(log, rid)
@@ -85,14 +105,16 @@ def test_gunicorn_logs_no_link_token_and_no_forged_line(tmp_path):
             line
         )
         # gunicorn refuses controls in headers but passes bytes 0x80-0xFF: 0x85 is NEL.
-        r = requests.get(f"{base}/auth/csrf", timeout=5,
-                         headers={"User-Agent": "probe\x85FORGED line"})
+        r = requests.get(
+            f"{base}/auth/csrf", timeout=5, headers={"User-Agent": "probe\x85FORGED line"}
+        )
         line = _line_with(log, r.headers["X-Request-ID"])
         assert line.endswith('"probe\\x85FORGED line"')
         # A malformed request line is reported, raw, in the error log.
         with socket.create_connection(("127.0.0.1", int(base.rsplit(":", 1)[1]))) as sock:
-            sock.sendall(b"GET /auth/callback/email?token=SECRETTOKEN2\x85 HTTP/1.1\r\n"
-                         b"Host: x\r\n\r\n")
+            sock.sendall(
+                b"GET /auth/callback/email?token=SECRETTOKEN2\x85 HTTP/1.1\r\nHost: x\r\n\r\n"
+            )
             assert sock.recv(1024).startswith(b"HTTP/1.1 400")
         bad = _line_with(errors, "Invalid request")
         assert "token=[redacted]" in bad

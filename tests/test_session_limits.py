@@ -161,8 +161,9 @@ def test_limits_default_and_come_from_the_toml_file(tmp_path):
     assert conf.session_max_age_absolute == ABSOLUTE and conf.max_sessions_per_user == 50
     path = tmp_path / "auth.toml"
     path.write_text("[auth]\nsession_max_age_absolute = 604800\nmax_sessions_per_user = 5\n")
-    conf = load_settings({"APP_ENV": "development", "AUTH_CONFIG": str(path)},
-                         instance_path=tmp_path)
+    conf = load_settings(
+        {"APP_ENV": "development", "AUTH_CONFIG": str(path)}, instance_path=tmp_path
+    )
     assert conf.session_max_age_absolute == timedelta(days=7)
     assert conf.max_sessions_per_user == 5
 
@@ -228,8 +229,15 @@ def test_the_cap_is_a_setting_and_expired_sessions_do_not_count(make_app):
     ann = user_id(app)
     with app.app_context():
         # An expired row, more recently active than both: an ended session, not a slot.
-        db.session.add(Session(user_id=ann, token_hash="0" * 64, expires=START,
-                               created_at=START, last_active_at=START + timedelta(hours=1)))
+        db.session.add(
+            Session(
+                user_id=ann,
+                token_hash="0" * 64,
+                expires=START,
+                created_at=START,
+                last_active_at=START + timedelta(hours=1),
+            )
+        )
         db.session.commit()
     with freeze_time(START + timedelta(hours=2)):
         c = fresh_signin(client)
@@ -267,8 +275,11 @@ def test_concurrent_sign_ins_never_end_a_session_the_cap_keeps(postgres_url):
             old = []
             for i in range(3):
                 session = Session(
-                    user_id=user.id, token_hash=f"{i}" * 64, expires=START + 400 * DAY,
-                    created_at=START, last_active_at=START + i * timedelta(minutes=1),
+                    user_id=user.id,
+                    token_hash=f"{i}" * 64,
+                    expires=START + 400 * DAY,
+                    created_at=START,
+                    last_active_at=START + i * timedelta(minutes=1),
                 )
                 db.session.add(session)
                 db.session.flush()
@@ -300,10 +311,12 @@ def test_concurrent_sign_ins_never_end_a_session_the_cap_keeps(postgres_url):
         # Wait until the second DELETE is blocked on the row the first one deleted.
         with app.app_context():
             for _ in range(200):
-                waiting = db.session.execute(sa.text(
-                    "SELECT count(*) FROM pg_stat_activity "
-                    "WHERE datname = current_database() AND wait_event_type = 'Lock'"
-                )).scalar_one()
+                waiting = db.session.execute(
+                    sa.text(
+                        "SELECT count(*) FROM pg_stat_activity "
+                        "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                    )
+                ).scalar_one()
                 db.session.rollback()
                 if waiting:
                     break

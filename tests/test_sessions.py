@@ -224,8 +224,11 @@ def test_active_sessions_view_shows_live_sessions_without_the_hash(app, client, 
     with app.app_context():
         rows = db.session.execute(sa.text("SELECT * FROM active_sessions")).mappings().all()
         expired = Session(
-            user_id=rows[0]["user_id"], token_hash="0" * 64,
-            expires=datetime.now(UTC) - DAY, ip="192.0.2.1", provider="demo",
+            user_id=rows[0]["user_id"],
+            token_hash="0" * 64,
+            expires=datetime.now(UTC) - DAY,
+            ip="192.0.2.1",
+            provider="demo",
         )
         db.session.add(expired)
         db.session.commit()
@@ -245,8 +248,11 @@ def test_sql_count_headers_report_the_hot_read(make_app):
     client = make_app(SQL_COUNT_HEADERS="true").test_client()
     r = client.get("/auth/session")
     assert (r.headers["X-SQL-Statements"], r.headers["X-SQL-Writes"]) == ("0", "0")
-    data = {"csrfToken": client.get("/auth/csrf").json["csrfToken"],
-            "email": "ann@example.com", "password": "demo"}
+    data = {
+        "csrfToken": client.get("/auth/csrf").json["csrfToken"],
+        "email": "ann@example.com",
+        "password": "demo",
+    }
     assert int(client.post("/auth/callback/demo", data=data).headers["X-SQL-Writes"]) >= 1
     r = client.get("/auth/session")
     assert r.json["user"]["email"] == "ann@example.com"

@@ -53,8 +53,9 @@ def credentials_app(make_app: Callable[..., Flask], tmp_path: Any) -> Callable[.
     def factory(**overrides: Any) -> tuple[Flask, CountingHook]:
         hook = CountingHook()
         hooks = AuthHooks(authorize=hook)
-        toml = write_providers_toml(tmp_path / "providers.toml",
-                                    [{"id": "password", "type": "credentials"}])
+        toml = write_providers_toml(
+            tmp_path / "providers.toml", [{"id": "password", "type": "credentials"}]
+        )
         app = make_app(hooks=hooks, AUTH_CONFIG=str(toml), DB_POOL_SIZE="20", **overrides)
         return app, hook
 
@@ -63,9 +64,11 @@ def credentials_app(make_app: Callable[..., Flask], tmp_path: Any) -> Callable[.
 
 def _attempt(client: FlaskClient, password: str, ip: str = "198.51.100.7") -> str:
     token = client.get("/auth/csrf").json["csrfToken"]  # type: ignore[index]
-    response = client.post("/auth/callback/password", environ_base={"REMOTE_ADDR": ip},
-                           data={"csrfToken": token, "email": "ann@example.com",
-                                 "password": password})
+    response = client.post(
+        "/auth/callback/password",
+        environ_base={"REMOTE_ADDR": ip},
+        data={"csrfToken": token, "email": "ann@example.com", "password": password},
+    )
     return str(response.headers["Location"])
 
 
@@ -86,7 +89,7 @@ def _race(action: Callable[[int], Any]) -> list[Any]:
 
 
 def test_a_burst_of_guesses_gets_no_more_hook_calls_than_the_limit(
-    credentials_app: Callable[..., Any]
+    credentials_app: Callable[..., Any],
 ) -> None:
     app, hook = credentials_app()
     clients = [app.test_client() for _ in range(RACERS)]
@@ -95,10 +98,11 @@ def test_a_burst_of_guesses_gets_no_more_hook_calls_than_the_limit(
     def guess(n: int) -> str:
         # The right password is the last guess, as an attacker's list would eventually have it.
         password = PASSWORD if n == RACERS - 1 else f"guess-{n}"
-        response = clients[n].post("/auth/callback/password",
-                                   environ_base={"REMOTE_ADDR": "198.51.100.7"},
-                                   data={"csrfToken": tokens[n], "email": "ann@example.com",
-                                         "password": password})
+        response = clients[n].post(
+            "/auth/callback/password",
+            environ_base={"REMOTE_ADDR": "198.51.100.7"},
+            data={"csrfToken": tokens[n], "email": "ann@example.com", "password": password},
+        )
         return str(response.headers["Location"])
 
     results = _race(guess)
@@ -115,9 +119,13 @@ def test_a_burst_of_email_requests_sends_no_more_than_the_limit(
     tokens = [a.csrf() for a in actions]
 
     def request(n: int) -> int:
-        return int(actions[n].client.post(
-            "/auth/signin/email", data={"csrfToken": tokens[n], "email": "ann@example.com"}
-        ).status_code)
+        return int(
+            actions[n]
+            .client.post(
+                "/auth/signin/email", data={"csrfToken": tokens[n], "email": "ann@example.com"}
+            )
+            .status_code
+        )
 
     assert set(_race(request)) == {302}
     assert len(mailbox.messages) == 3
@@ -130,7 +138,8 @@ def test_a_burst_of_log_beacons_logs_no_more_than_the_limit(
     conf = app.extensions["webapp.settings"]
     # No setting names this limit; the test lowers it below the burst on the settings object.
     app.extensions["webapp.settings"] = dataclasses.replace(
-        conf, log_beacon_limit=RateLimit(10, conf.log_beacon_limit.window))
+        conf, log_beacon_limit=RateLimit(10, conf.log_beacon_limit.window)
+    )
     client = app.test_client()
     with caplog.at_level(logging.INFO, logger="webapp.client"):
         statuses = _race(lambda n: client.post("/auth/_log", json={"code": f"E{n}"}).status_code)
@@ -139,7 +148,7 @@ def test_a_burst_of_log_beacons_logs_no_more_than_the_limit(
 
 
 def test_wrong_passwords_from_elsewhere_do_not_lock_the_owner_out(
-    credentials_app: Callable[..., Any]
+    credentials_app: Callable[..., Any],
 ) -> None:
     app, hook = credentials_app()
     with freeze_time("2026-05-01 10:00:00"):
@@ -152,7 +161,7 @@ def test_wrong_passwords_from_elsewhere_do_not_lock_the_owner_out(
 
 
 def test_a_browser_that_signed_in_before_keeps_its_allowance(
-    credentials_app: Callable[..., Any]
+    credentials_app: Callable[..., Any],
 ) -> None:
     app, hook = credentials_app()
     with freeze_time("2026-05-01 10:00:00"):
@@ -175,9 +184,7 @@ def test_a_browser_that_signed_in_before_keeps_its_allowance(
         assert _attempt(app.test_client(), PASSWORD, ip="192.0.2.11") == "http://localhost/"
 
 
-def test_a_forged_known_browser_cookie_is_no_allowance(
-    credentials_app: Callable[..., Any]
-) -> None:
+def test_a_forged_known_browser_cookie_is_no_allowance(credentials_app: Callable[..., Any]) -> None:
     app, hook = credentials_app()
     with freeze_time("2026-05-01 10:00:00"):
         for n in range(25):
@@ -199,12 +206,16 @@ def test_ipv6_guessers_are_counted_per_64(credentials_app: Callable[..., Any]) -
 def test_the_credentials_limits_are_settings(
     credentials_app: Callable[..., Any], make_app: Callable[..., Flask]
 ) -> None:
-    app, hook = credentials_app(AUTH_CREDENTIALS_IDENTIFIER_IP_LIMIT="2/1m",
-                                AUTH_CREDENTIALS_IP_LIMIT="30/1h",
-                                AUTH_CREDENTIALS_IDENTIFIER_LIMIT="40/2h")
+    app, hook = credentials_app(
+        AUTH_CREDENTIALS_IDENTIFIER_IP_LIMIT="2/1m",
+        AUTH_CREDENTIALS_IP_LIMIT="30/1h",
+        AUTH_CREDENTIALS_IDENTIFIER_LIMIT="40/2h",
+    )
     conf = app.extensions["webapp.settings"]
     assert (conf.credentials_ip_limit, conf.credentials_identifier_limit) == (
-        RateLimit(30, timedelta(hours=1)), RateLimit(40, timedelta(hours=2)))
+        RateLimit(30, timedelta(hours=1)),
+        RateLimit(40, timedelta(hours=2)),
+    )
     with freeze_time("2026-05-01 10:00:00"):
         for _ in range(4):
             _attempt(app.test_client(), "wrong")

@@ -86,8 +86,10 @@ def create_app(
     # foreign host is refused before anything else runs.
     app.wsgi_app = proxies.wrap(hosts.wrap(app, conf), conf.trusted_proxies)  # type: ignore[method-assign]
     log.info(
-        "serving %s; trusting %s; also answering to %s", conf.auth_url,
-        conf.trusted_proxies.describe(), ", ".join(conf.allowed_hosts) or "no other host",
+        "serving %s; trusting %s; also answering to %s",
+        conf.auth_url,
+        conf.trusted_proxies.describe(),
+        ", ".join(conf.allowed_hosts) or "no other host",
     )
 
     if migrations and conf.is_development and not app.config.get("TESTING"):

@@ -45,8 +45,10 @@ def list_sessions(email: str | None, include_expired: bool) -> None:
     if not rows:
         click.echo("no sessions")
         return
-    click.echo(f"{'id':>6}  {'user':<30} {'created':<20} {'last active':<20} {'expires':<20} "
-               f"{'ip':<16} {'provider':<12} user agent")
+    click.echo(
+        f"{'id':>6}  {'user':<30} {'created':<20} {'last active':<20} {'expires':<20} "
+        f"{'ip':<16} {'provider':<12} user agent"
+    )
     for session, user_email in rows:
         # The address and user agent were sent by clients: encoded, so that no control
         # character (an ESC or C1 sequence) reaches the operator's terminal.
@@ -72,9 +74,11 @@ def revoke(email: str | None, session_id: int | None) -> None:
     else:
         # Every user holding the address: its verified owner and any unverified claimant
         # (an address is identity only once verified, so several users may show it).
-        user_ids = list(db.session.scalars(
-            select(User.id).where(func.lower(User.email) == str(email).strip().lower())
-        ))
+        user_ids = list(
+            db.session.scalars(
+                select(User.id).where(func.lower(User.email) == str(email).strip().lower())
+            )
+        )
         if not user_ids:
             raise click.ClickException(f"no user with e-mail {email}")
         count = execute_counting(delete(Session).where(Session.user_id.in_(user_ids)))

@@ -49,8 +49,12 @@ def init_app(app: Flask) -> None:
 def _csrf_failed(exc: CSRFError) -> Response | tuple[Response, int]:
     # The path is percent-decoded (%0A is a line break) and the method is whatever the
     # client sent: both are encoded. The description is Flask-WTF's own sentence.
-    log.warning("CSRF check failed on %s %s: %s", logsafe.encode(request.method),
-                logsafe.encode(request.path), exc.description)
+    log.warning(
+        "CSRF check failed on %s %s: %s",
+        logsafe.encode(request.method),
+        logsafe.encode(request.path),
+        exc.description,
+    )
     if expects_json():
         return jsonify({"error": "MissingCSRF"}), 400
     return redirect(urls.auth_url("signin", error="MissingCSRF"))
@@ -76,8 +80,12 @@ def _database_unavailable(exc: OperationalError) -> tuple[Response | str, int, d
     # Render as signed out: the page must not try to read the session again.
     g.auth_session = None
     # The driver's message spans lines (libpq adds hints) and may quote the statement.
-    log.error("database unavailable on %s %s: %s", logsafe.encode(request.method),
-              logsafe.encode(request.path), logsafe.encode(exc.orig))
+    log.error(
+        "database unavailable on %s %s: %s",
+        logsafe.encode(request.method),
+        logsafe.encode(request.path),
+        logsafe.encode(exc.orig),
+    )
     headers = {"Retry-After": str(RETRY_AFTER)}
     if expects_json():
         body = {"error": "ServiceUnavailable", "requestId": g.get("request_id")}
@@ -87,8 +95,9 @@ def _database_unavailable(exc: OperationalError) -> tuple[Response | str, int, d
 
 def _unexpected(exc: Exception) -> tuple[Response | str, int]:
     _rollback_quietly()
-    log.exception("unhandled error on %s %s", logsafe.encode(request.method),
-                  logsafe.encode(request.path))
+    log.exception(
+        "unhandled error on %s %s", logsafe.encode(request.method), logsafe.encode(request.path)
+    )
     if expects_json():
         return jsonify({"error": "InternalError", "requestId": g.get("request_id")}), 500
     return render_error_page(None), 500

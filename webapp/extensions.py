@@ -20,7 +20,6 @@ NAMING_CONVENTION = {
 }
 
 
-
 class CSRFProtect(wtf_csrf.CSRFProtect):
     """Flask-WTF's token check, then: a browser that names the page's origin names ours.
 

@@ -35,10 +35,7 @@ def _escape(code_point: int) -> str:
 # control: Unicode categories Cc (C0, DEL, C1, which hold \x0b \x0c \x1c-\x1e and \x85),
 # Zl (U+2028) and Zp (U+2029); and the backslash, so that an escape in the output always
 # means the encoder wrote it. tests/test_log_safety.py checks this set against unicodedata.
-_TABLE = {
-    c: _escape(c)
-    for c in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029, ord("\\"))
-}
+_TABLE = {c: _escape(c) for c in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029, ord("\\"))}
 _SEPARATORS_TABLE = {0x2028: "\\u2028", 0x2029: "\\u2029"}
 
 # A parameter: its name follows the "?" or a separator. ";" counts as a separator, as some

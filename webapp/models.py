@@ -161,7 +161,9 @@ class Session(db.Model):
     expires: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, nullable=False)
     last_active_at: Mapped[datetime] = mapped_column(
-        UTCDateTime, default=utcnow, nullable=False,
+        UTCDateTime,
+        default=utcnow,
+        nullable=False,
         comment="Last time the session was extended (at most once per update age)",
     )
     ip: Mapped[str | None] = mapped_column(String(45), comment="Client IP at sign-in")
@@ -201,7 +203,10 @@ class VerificationToken(db.Model):
         String(64), comment="Keyed hash of the requesting browser's cookie (code works there only)"
     )
     attempts: Mapped[int] = mapped_column(
-        Integer, nullable=False, default=0, server_default="0",
+        Integer,
+        nullable=False,
+        default=0,
+        server_default="0",
         comment="Wrong one-time codes tried so far",
     )
     callback_url: Mapped[str | None] = mapped_column(

@@ -31,9 +31,24 @@ PROVIDER_ID_RE = re.compile(r"^[a-z0-9_-]{1,64}$")
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 #: Presets that ``AUTH_<PRESET>_ID`` (``-`` written as ``_``) enables from the environment.
 PRESET_IDS = (
-    "github", "google", "gitlab", "microsoft-entra-id", "apple", "discord", "slack",
-    "keycloak", "okta", "auth0", "authentik", "zitadel", "cognito", "twitch", "linkedin",
-    "facebook", "twitter", "bitbucket",
+    "github",
+    "google",
+    "gitlab",
+    "microsoft-entra-id",
+    "apple",
+    "discord",
+    "slack",
+    "keycloak",
+    "okta",
+    "auth0",
+    "authentik",
+    "zitadel",
+    "cognito",
+    "twitch",
+    "linkedin",
+    "facebook",
+    "twitter",
+    "bitbucket",
 )
 
 
@@ -255,8 +270,8 @@ def load_settings(
         if not development:
             raise ConfigError(
                 "AUTH_SECRET is required outside development: set it to at least "
-                f"{MIN_SECRET_LENGTH} random bytes, e.g. `python -c \"import secrets; "
-                "print(secrets.token_urlsafe(48))\"`"
+                f'{MIN_SECRET_LENGTH} random bytes, e.g. `python -c "import secrets; '
+                'print(secrets.token_urlsafe(48))"`'
             )
         secret = _development_secret(Path(instance_path))
     if len(secret) < MIN_SECRET_LENGTH:
@@ -269,7 +284,9 @@ def load_settings(
     auth_url_from_request = auth_url is None
     if auth_url is None:
         if not development:
-            raise ConfigError("AUTH_URL is required outside development, e.g. https://example.com/auth")
+            raise ConfigError(
+                "AUTH_URL is required outside development, e.g. https://example.com/auth"
+            )
         auth_url = DEV_AUTH_URL
     auth_url = _validate_auth_url(auth_url)
     trusted_proxies = _parse_trusted_proxies(
@@ -312,9 +329,9 @@ def load_settings(
             f"AUTH_BRAND_COLOR must be a hex colour like #2f5fd0; got {brand.color!r}"
         )
 
-    provider_configs = tuple(
-        _secret_from_env(p, env_vars) for p in toml_providers
-    ) + tuple(_presets_from_env(env_vars))
+    provider_configs = tuple(_secret_from_env(p, env_vars) for p in toml_providers) + tuple(
+        _presets_from_env(env_vars)
+    )
     seen: set[str] = set()
     for index, provider in enumerate(provider_configs):
         pid = provider.get("id")
@@ -348,11 +365,13 @@ def load_settings(
         brand=brand,
         demo_credentials=demo,
         http_connect_timeout=_parse_seconds(
-            "AUTH_HTTP_CONNECT_TIMEOUT", get("AUTH_HTTP_CONNECT_TIMEOUT", "http_connect_timeout"),
+            "AUTH_HTTP_CONNECT_TIMEOUT",
+            get("AUTH_HTTP_CONNECT_TIMEOUT", "http_connect_timeout"),
             Settings.http_connect_timeout,
         ),
         http_read_timeout=_parse_seconds(
-            "AUTH_HTTP_READ_TIMEOUT", get("AUTH_HTTP_READ_TIMEOUT", "http_read_timeout"),
+            "AUTH_HTTP_READ_TIMEOUT",
+            get("AUTH_HTTP_READ_TIMEOUT", "http_read_timeout"),
             Settings.http_read_timeout,
         ),
         email_address_limit=rate("EMAIL_ADDRESS_LIMIT", "email_address_limit"),
@@ -364,10 +383,14 @@ def load_settings(
         credentials_identifier_limit=rate(
             "AUTH_CREDENTIALS_IDENTIFIER_LIMIT", "credentials_identifier_limit"
         ),
-        account_reauth_window=timedelta(seconds=_parse_int(
-            "AUTH_REAUTH_MAX_AGE", get("AUTH_REAUTH_MAX_AGE", "reauth_max_age"),
-            int(Settings.account_reauth_window.total_seconds()), 1,
-        )),
+        account_reauth_window=timedelta(
+            seconds=_parse_int(
+                "AUTH_REAUTH_MAX_AGE",
+                get("AUTH_REAUTH_MAX_AGE", "reauth_max_age"),
+                int(Settings.account_reauth_window.total_seconds()),
+                1,
+            )
+        ),
         email_ip_limit=rate("EMAIL_IP_LIMIT", "email_ip_limit"),
         email_timeout=_parse_seconds(
             "EMAIL_TIMEOUT", get("EMAIL_TIMEOUT", "email_timeout"), Settings.email_timeout
@@ -390,15 +413,18 @@ def load_settings(
         max_sessions_per_user=_parse_int(
             "AUTH_MAX_SESSIONS_PER_USER",
             get("AUTH_MAX_SESSIONS_PER_USER", "max_sessions_per_user"),
-            Settings.max_sessions_per_user, 1,
+            Settings.max_sessions_per_user,
+            1,
         ),
         hsts_max_age=_parse_int(
             "AUTH_HSTS_MAX_AGE", get("AUTH_HSTS_MAX_AGE", "hsts_max_age"), Settings.hsts_max_age, 0
         ),
-        hsts_include_subdomains=bool(_parse_bool(
-            "AUTH_HSTS_INCLUDE_SUBDOMAINS",
-            get("AUTH_HSTS_INCLUDE_SUBDOMAINS", "hsts_include_subdomains"),
-        )),
+        hsts_include_subdomains=bool(
+            _parse_bool(
+                "AUTH_HSTS_INCLUDE_SUBDOMAINS",
+                get("AUTH_HSTS_INCLUDE_SUBDOMAINS", "hsts_include_subdomains"),
+            )
+        ),
     )
 
 
@@ -475,8 +501,12 @@ def _presets_from_env(env_vars: Mapping[str, Any]) -> list[dict[str, Any]]:
         client_id = _opt_str(env_vars.get(f"{prefix}_ID"))
         if client_id is None:
             continue
-        entry: dict[str, Any] = {"id": preset, "type": "preset", "preset": preset,
-                                 "client_id": client_id}
+        entry: dict[str, Any] = {
+            "id": preset,
+            "type": "preset",
+            "preset": preset,
+            "client_id": client_id,
+        }
         for suffix in ("SECRET", "ISSUER"):
             value = _opt_str(env_vars.get(f"{prefix}_{suffix}"))
             if value is not None:

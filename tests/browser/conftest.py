@@ -29,8 +29,12 @@ from ..oauth_support import NodeOP, free_port
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 ROOT = Path(__file__).resolve().parents[2]
 AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
@@ -121,8 +125,9 @@ def live_server(
 ) -> Iterator[LiveServer]:
     """The app served by werkzeug in a thread on a free loopback port (one per database)."""
     holder: dict[str, Any] = {}
-    server = make_server("127.0.0.1", 0, lambda env, start: holder["app"](env, start),
-                         threaded=True)
+    server = make_server(
+        "127.0.0.1", 0, lambda env, start: holder["app"](env, start), threaded=True
+    )
     origin = f"http://127.0.0.1:{server.server_port}"
     workdir = tmp_path_factory.mktemp("live")
     op = LiveOP(workdir, origin)
@@ -134,12 +139,15 @@ def live_server(
         ]
         config = workdir / "providers.toml"
         config.write_text(_toml(entries))
-        app = create_app(base_config(
-            database_url,
-            AUTH_URL=f"{origin}/auth",
-            AUTH_CONFIG=str(config),
-            EMAIL_SERVER=f"smtp://127.0.0.1:{smtp_inbox.port}",
-        ), environ={})
+        app = create_app(
+            base_config(
+                database_url,
+                AUTH_URL=f"{origin}/auth",
+                AUTH_CONFIG=str(config),
+                EMAIL_SERVER=f"smtp://127.0.0.1:{smtp_inbox.port}",
+            ),
+            environ={},
+        )
         holder["app"] = app
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()
@@ -170,8 +178,9 @@ def _fresh_database(live_server: LiveServer) -> Iterator[None]:
 def chromium() -> Iterator[Any]:
     """Debian's Chromium, headless, for the whole test session."""
     if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium (scripts/test does)",
-                    pytrace=False)
+        pytest.fail(
+            f"{CHROMIUM} is missing: apt-get install -y chromium (scripts/test does)", pytrace=False
+        )
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:

@@ -18,22 +18,32 @@ def _link_account(live_server, email: str, provider: str = "op-jwt") -> None:
     """Give the user a second sign-in method (as linking through that provider would)."""
     with live_server.app.app_context():
         user = db.session.execute(db.select(User).where(User.email == email)).scalar_one()
-        db.session.add(Account(user_id=user.id, type="oidc", provider=provider,
-                               provider_account_id=f"sub-{user.id}"))
+        db.session.add(
+            Account(
+                user_id=user.id,
+                type="oidc",
+                provider=provider,
+                provider_account_id=f"sub-{user.id}",
+            )
+        )
         db.session.commit()
 
 
 def _user_exists(live_server, email: str) -> bool:
     with live_server.app.app_context():
-        return db.session.execute(
-            db.select(User.id).where(User.email == email)).first() is not None
+        return db.session.execute(db.select(User.id).where(User.email == email)).first() is not None
 
 
 def test_one_browser_signs_the_other_out(new_page, live_server):
-    laptop, phone = new_page(), new_page(viewport={"width": 375, "height": 800},
-                                         user_agent="Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 "
-                                         "like Mac OS X) AppleWebKit/605.1.15 (KHTML, like "
-                                         "Gecko) Version/17.4 Mobile/15E148 Safari/604.1")
+    laptop, phone = (
+        new_page(),
+        new_page(
+            viewport={"width": 375, "height": 800},
+            user_agent="Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 "
+            "like Mac OS X) AppleWebKit/605.1.15 (KHTML, like "
+            "Gecko) Version/17.4 Mobile/15E148 Safari/604.1",
+        ),
+    )
     demo_signin(laptop, "gus@example.com")
     demo_signin(phone, "gus@example.com")
 
@@ -77,7 +87,8 @@ def test_unlink_refusal_unlink_and_delete(new_page, live_server):
     expect(accounts.get_by_role("button", name="Link Initech")).to_have_count(0)
     accounts.get_by_role("button", name="Remove Initech").click()
     expect(accounts.get_by_role("status")).to_have_text(
-        "Initech was removed from your sign-in methods.")
+        "Initech was removed from your sign-in methods."
+    )
     expect(accounts.get_by_role("button", name="Link Initech")).to_be_visible()
 
     delete = page.locator("#delete")
@@ -91,7 +102,8 @@ def test_unlink_refusal_unlink_and_delete(new_page, live_server):
     delete.get_by_role("button", name="Delete my account").click()
     page.wait_for_url(f"{live_server.url}/")
     expect(page.get_by_role("status")).to_have_text(
-        "Your account and everything linked to it were deleted.")
+        "Your account and everything linked to it were deleted."
+    )
     expect(page.get_by_text("You are not signed in.")).to_be_visible()
     assert not _user_exists(live_server, "hal@example.com")
 
@@ -128,7 +140,8 @@ def test_main_flows_without_javascript(new_page, live_server):
     page.locator("#accounts").get_by_role("button", name="Remove Umbrella").click()
     page.wait_for_url("**/account#accounts")
     expect(page.locator("#accounts [role=status]")).to_have_text(
-        "Umbrella was removed from your sign-in methods.")
+        "Umbrella was removed from your sign-in methods."
+    )
     page.get_by_role("button", name="Sign out all other sessions").click()
     page.wait_for_url("**/account#sessions")
     expect(page.locator("#sessions tbody tr")).to_have_count(1)

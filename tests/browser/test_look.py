@@ -40,8 +40,7 @@ def _email_link(page, live_server, address: str) -> str:
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 @pytest.mark.parametrize("width", [375, 1280])
-def test_pages_screenshots_and_accessibility(new_page, live_server, database_url, scheme,
-                                            width):
+def test_pages_screenshots_and_accessibility(new_page, live_server, database_url, scheme, width):
     if not database_url.startswith("sqlite"):
         pytest.skip("screenshots and the scan run once, on SQLite")
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
@@ -51,8 +50,10 @@ def test_pages_screenshots_and_accessibility(new_page, live_server, database_url
     # A second session, so the sessions table has another device to show.
     demo_signin(new_page(), f"kim-{scheme}-{width}@example.com")
     paths = dict(PAGES)
-    paths["email-confirm"] = (_email_link(visitor, live_server, f"lu-{scheme}-{width}@example.com"),
-                              False)
+    paths["email-confirm"] = (
+        _email_link(visitor, live_server, f"lu-{scheme}-{width}@example.com"),
+        False,
+    )
 
     found = {}
     for name, (path, signed_in) in paths.items():
@@ -62,7 +63,7 @@ def test_pages_screenshots_and_accessibility(new_page, live_server, database_url
         if name.startswith("signin"):
             expect(page.locator("[data-island=chooser]")).to_be_visible()
         # Nothing may stick out sideways, down to the narrowest phones (320 px).
-        for check_width in ([320, width] if width < 400 else [width]):
+        for check_width in [320, width] if width < 400 else [width]:
             page.set_viewport_size({"width": check_width, "height": 900})
             overflow = page.evaluate("document.documentElement.scrollWidth - innerWidth")
             assert overflow <= 0, f"{name} scrolls sideways by {overflow}px at {check_width}px"

@@ -76,19 +76,34 @@ def overview(session: AuthSession) -> Response:
     user = view.user
     return jsonify(
         {
-            "user": {"name": user.name, "email": user.email, "image": user.image,
-                     "emailVerified": user.email_verified is not None},
+            "user": {
+                "name": user.name,
+                "email": user.email,
+                "image": user.image,
+                "emailVerified": user.email_verified is not None,
+            },
             "accounts": [
-                {"id": a.id, "provider": a.provider, "providerName": a.provider_name,
-                 "type": a.type, "createdAt": iso_utc(a.created_at)}
+                {
+                    "id": a.id,
+                    "provider": a.provider,
+                    "providerName": a.provider_name,
+                    "type": a.type,
+                    "createdAt": iso_utc(a.created_at),
+                }
                 for a in view.accounts
             ],
             "canUnlink": view.can_unlink,
             "linkOptions": [{"id": o.id, "name": o.name} for o in view.link_options],
             "sessions": [
-                {"id": s.id, "device": s.device, "ip": s.ip, "provider": s.provider,
-                 "createdAt": iso_utc(s.created_at), "lastActiveAt": iso_utc(s.last_active_at),
-                 "current": s.current}
+                {
+                    "id": s.id,
+                    "device": s.device,
+                    "ip": s.ip,
+                    "provider": s.provider,
+                    "createdAt": iso_utc(s.created_at),
+                    "lastActiveAt": iso_utc(s.last_active_at),
+                    "current": s.current,
+                }
                 for s in view.sessions
             ],
             "recentlySignedIn": view.recently_signed_in,

@@ -92,9 +92,7 @@ def _email_signin_available(user: User) -> bool:
 
 def _accounts(user_id: int) -> list[Account]:
     return list(
-        db.session.scalars(
-            select(Account).where(Account.user_id == user_id).order_by(Account.id)
-        )
+        db.session.scalars(select(Account).where(Account.user_id == user_id).order_by(Account.id))
     )
 
 
@@ -169,8 +167,11 @@ def confirmation_methods(*, user_id: int) -> list[ConfirmMethod]:
             methods.append(ConfirmMethod("oauth", provider.id, provider.name))
         elif provider.type == "credentials":
             fields = tuple((f.name, f.label, f.type) for f in getattr(provider, "fields", ()))
-            methods.append(ConfirmMethod("credentials", provider.id, provider.name,
-                                         account.provider_account_id, fields))
+            methods.append(
+                ConfirmMethod(
+                    "credentials", provider.id, provider.name, account.provider_account_id, fields
+                )
+            )
     if user.email and user.email_verified:
         email = next((p for p in configured.values() if p.type == "email"), None)
         if email is not None:
@@ -208,7 +209,10 @@ def unlink_account(*, user_id: int, account_id: int, current: AuthSession) -> Li
         )
     db.session.delete(account)
     return LinkedAccount(
-        account.id, account.provider, _provider_name(account.provider), account.type,
+        account.id,
+        account.provider,
+        _provider_name(account.provider),
+        account.type,
         account.created_at,
     )
 

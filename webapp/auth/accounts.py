@@ -90,18 +90,14 @@ def _resolve_once(
     tokens: Mapping[str, Any],
 ) -> Resolved:
     account = db.session.execute(
-        select(Account).where(
-            Account.provider == provider, Account.provider_account_id == subject
-        )
+        select(Account).where(Account.provider == provider, Account.provider_account_id == subject)
     ).scalar_one_or_none()
 
     if account is not None:
         if current_user_id is not None and account.user_id != current_user_id:
             # Linking must not move an identity between users, nor silently switch the
             # signed-in person to the identity's owner (Auth.js refuses the same way).
-            raise AuthError(
-                "OAuthAccountNotLinked", f"{provider} account belongs to another user"
-            )
+            raise AuthError("OAuthAccountNotLinked", f"{provider} account belongs to another user")
         _update_tokens(account, tokens)
         _confirm_address(account.user, info)
         return Resolved(account.user, account, is_new_user=False, is_new_account=False)
@@ -114,9 +110,7 @@ def _resolve_once(
         if current is None:
             raise AuthError("OAuthAccountNotLinked", "signed-in user vanished")
         if owner is not None and owner.id != current.id:
-            raise AuthError(
-                "OAuthAccountNotLinked", f"{provider} e-mail belongs to another user"
-            )
+            raise AuthError("OAuthAccountNotLinked", f"{provider} e-mail belongs to another user")
         resolved = _link(current, provider, provider_type, subject, tokens, is_new_user=False)
         _confirm_address(current, info)
         return resolved
@@ -182,9 +176,7 @@ def _link(
     *,
     is_new_user: bool,
 ) -> Resolved:
-    account = Account(
-        user=user, type=provider_type, provider=provider, provider_account_id=subject
-    )
+    account = Account(user=user, type=provider_type, provider=provider, provider_account_id=subject)
     _update_tokens(account, tokens)
     db.session.add(account)
     db.session.flush()
@@ -243,13 +235,20 @@ def _withdraw_unverified_claims(email: str, *, owner: User) -> None:
     account page, the session, an application) can mistake a pre-hijacker for the owner.
     A claim made later still may coexist: the verified flag, not the column, is identity.
     """
-    withdrawn = db.session.execute(
-        update(User)
-        .where(User.email == email, User.email_verified.is_(None), User.id != owner.id)
-        .values(email=None)
-        .returning(User.id)
-    ).scalars().all()
+    withdrawn = (
+        db.session.execute(
+            update(User)
+            .where(User.email == email, User.email_verified.is_(None), User.id != owner.id)
+            .values(email=None)
+            .returning(User.id)
+        )
+        .scalars()
+        .all()
+    )
     if withdrawn:
         # No address in the log: the ids are enough to follow it up.
-        log.info("user %s proved an address; unverified claim withdrawn from users %s",
-                 owner.id, ", ".join(map(str, withdrawn)))
+        log.info(
+            "user %s proved an address; unverified claim withdrawn from users %s",
+            owner.id,
+            ", ".join(map(str, withdrawn)),
+        )

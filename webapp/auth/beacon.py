@@ -20,8 +20,13 @@ from . import ratelimit, urls
 
 client_log = logging.getLogger("webapp.client")
 
-LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
-          "warning": logging.WARNING, "error": logging.ERROR}
+LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warn": logging.WARNING,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
 FIELD_MAX = 500
 MAX_FIELDS = 20
 KEY_MAX = 64

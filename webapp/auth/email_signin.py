@@ -102,9 +102,11 @@ def start_email_signin(
 
     link = urls.auth_url(f"callback/{provider_id}", token=token, email=address, callbackUrl=target)
     try:
-        mailer.send(to=address, template="signin", context=_message_context(
-            email=address, url=link, code=code, expires=expires
-        ))
+        mailer.send(
+            to=address,
+            template="signin",
+            context=_message_context(email=address, url=link, code=code, expires=expires),
+        )
     except Exception as exc:
         # Whatever went wrong, the request is void: its row must not outlive it.
         db.session.rollback()
@@ -192,8 +194,9 @@ def complete_email_code(
     if row is None:
         raise AuthError("Verification", "no live e-mail sign-in request for this browser")
 
-    if any(hmac.compare_digest(row.code_hash or "", h)
-           for h in _keyed_hashes("email-code", cleaned)):
+    if any(
+        hmac.compare_digest(row.code_hash or "", h) for h in _keyed_hashes("email-code", cleaned)
+    ):
         spent = db.session.execute(
             delete(VerificationToken)
             .where(VerificationToken.id == row.id)
@@ -265,14 +268,19 @@ def _throttled(address: str, ip: str | None) -> bool:
     allowance, so requests from anyone else cannot silence the owner's.
     """
     conf = urls.settings()
-    return ratelimit.admit(ratelimit.signin_checks(
-        scope="email",
-        identifier=address,
-        address=ip,
-        ip_limit=conf.email_ip_limit,
-        identifier_ip_limit=conf.email_address_ip_limit,
-        identifier_limit=conf.email_address_limit,
-    )) is None
+    return (
+        ratelimit.admit(
+            ratelimit.signin_checks(
+                scope="email",
+                identifier=address,
+                address=ip,
+                ip_limit=conf.email_ip_limit,
+                identifier_ip_limit=conf.email_address_ip_limit,
+                identifier_limit=conf.email_address_limit,
+            )
+        )
+        is None
+    )
 
 
 def _keyed_hashes(purpose: str, value: str) -> list[str]:

@@ -94,8 +94,7 @@ MESSAGES: dict[str, ErrorText] = {
     ),
     "MissingCSRF": ErrorText(
         "Your form expired",
-        "The page was open too long or was submitted from somewhere else, so we did not "
-        "act on it.",
+        "The page was open too long or was submitted from somewhere else, so we did not act on it.",
         "Nothing was changed. Please try again from this page.",
     ),
     "AccessDenied": ErrorText(

@@ -55,5 +55,6 @@ def remember(identifier_hash: str) -> None:
     browser, known = _read()
     known = [identifier_hash, *(h for h in known if h != identifier_hash)][:MAX_IDENTIFIERS]
     value = _serializer().dumps({"b": browser or secrets.token_urlsafe(16), "i": known})
-    cookies.set_cookie(cookies.cookie_name(COOKIE), value, max_age=MAX_AGE,
-                       path=urls.settings().base_path or "/")
+    cookies.set_cookie(
+        cookies.cookie_name(COOKIE), value, max_age=MAX_AGE, path=urls.settings().base_path or "/"
+    )

@@ -91,7 +91,10 @@ class SmtpTransport:
     def _connect(self, context: ssl.SSLContext) -> smtplib.SMTP:
         if self.implicit_tls:
             return smtplib.SMTP_SSL(
-                self.host, self.port, local_hostname=self.helo_name, timeout=self.timeout,
+                self.host,
+                self.port,
+                local_hostname=self.helo_name,
+                timeout=self.timeout,
                 context=context,
             )
         return smtplib.SMTP(

@@ -73,8 +73,11 @@ def release(checks: Sequence[tuple[str, RateLimit]]) -> None:
         with db.engine.begin() as conn:
             conn.execute(
                 update(RateLimitCounter)
-                .where(RateLimitCounter.key == key, RateLimitCounter.window_start == start,
-                       RateLimitCounter.count > 0)
+                .where(
+                    RateLimitCounter.key == key,
+                    RateLimitCounter.window_start == start,
+                    RateLimitCounter.count > 0,
+                )
                 .values(count=RateLimitCounter.count - 1)
             )
 
@@ -90,8 +93,13 @@ def identifier_hash(identifier: str) -> str:
 
 
 def signin_checks(
-    *, scope: str, identifier: str, address: str | None,
-    ip_limit: RateLimit, identifier_ip_limit: RateLimit, identifier_limit: RateLimit,
+    *,
+    scope: str,
+    identifier: str,
+    address: str | None,
+    ip_limit: RateLimit,
+    identifier_ip_limit: RateLimit,
+    identifier_limit: RateLimit,
 ) -> list[tuple[str, RateLimit]]:
     """Return the (key, limit) checks of one sign-in attempt for ``identifier``, for ``admit``.
 

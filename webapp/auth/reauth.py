@@ -39,9 +39,14 @@ def confirm_url(next_path: str) -> str:
 
 def has_method(session: AuthSession, provider: str) -> bool:
     """Whether the session's user has an account at ``provider`` (a way to confirm)."""
-    return db.session.execute(
-        select(Account.id).where(Account.user_id == session.user.id, Account.provider == provider)
-    ).first() is not None
+    return (
+        db.session.execute(
+            select(Account.id).where(
+                Account.user_id == session.user.id, Account.provider == provider
+            )
+        ).first()
+        is not None
+    )
 
 
 def link_needs_confirmation(session: AuthSession | None, provider: str, subject: str) -> bool:

@@ -102,9 +102,7 @@ def signin_submit(provider_id: str) -> Response:
     provider = providers().get(provider_id)
     if provider is None:
         return _send_to(urls.auth_url("signin", error="Signin", callbackUrl=_callback_url()))
-    outcome = provider.signin(
-        form=request.form, query=request.args, callback_url=_callback_url()
-    )
+    outcome = provider.signin(form=request.form, query=request.args, callback_url=_callback_url())
     return _respond(outcome)
 
 

@@ -25,8 +25,12 @@ def chooser_data(
     error = None
     if error_code:
         text = message_for(error_code)
-        error = {"code": error_code, "title": text.title, "message": text.message,
-                 "action": text.action}
+        error = {
+            "code": error_code,
+            "title": text.title,
+            "message": text.message,
+            "action": text.action,
+        }
     providers = list(providers)
     logos: dict[str, str] = {}
     credentials: dict[str, dict[str, Any]] = {}

@@ -98,8 +98,10 @@ def build_providers(conf: Settings) -> dict[str, Provider]:
             known = ", ".join(sorted(_KINDS))
             raise ConfigError(f"provider {entry['id']!r}: unknown type {kind!r} (known: {known})")
         built[entry["id"]] = builder(entry, conf)
-    if "email" not in built and not any(p.type == "email" for p in built.values()) and (
-        conf.email_server or (conf.is_development and not conf.provider_configs)
+    if (
+        "email" not in built
+        and not any(p.type == "email" for p in built.values())
+        and (conf.email_server or (conf.is_development and not conf.provider_configs))
     ):
         # EMAIL_SERVER alone enables e-mail sign-in; a fresh development set-up gets it
         # through the outbox, so the first run can sign in by e-mail with no mail server.

@@ -70,14 +70,16 @@ class CredentialsProvider(Provider):
         submitted = {f.name: str(form.get(f.name, ""))[:1024] for f in self.fields}
         identifier = f"{self.id}:{submitted[self.fields[0].name].strip().lower()}"
         conf = urls.settings()
-        counted = ratelimit.admit(ratelimit.signin_checks(
-            scope="credentials",
-            identifier=identifier,
-            address=request.remote_addr,
-            ip_limit=conf.credentials_ip_limit,
-            identifier_ip_limit=conf.credentials_identifier_ip_limit,
-            identifier_limit=conf.credentials_identifier_limit,
-        ))
+        counted = ratelimit.admit(
+            ratelimit.signin_checks(
+                scope="credentials",
+                identifier=identifier,
+                address=request.remote_addr,
+                ip_limit=conf.credentials_ip_limit,
+                identifier_ip_limit=conf.credentials_identifier_ip_limit,
+                identifier_limit=conf.credentials_identifier_limit,
+            )
+        )
         if counted is None:
             raise AuthError("CredentialsSignin", "rate limited")
 

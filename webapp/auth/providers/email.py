@@ -35,13 +35,15 @@ class EmailProvider(Provider):
     def signin(
         self, *, form: Mapping[str, str], query: Mapping[str, str], callback_url: str | None
     ) -> Outcome:
-        return Redirect(start_email_signin(
-            provider_id=self.id,
-            email=str(form.get("email", ""))[:1024],
-            callback_url=callback_url,
-            ip=request.remote_addr,
-            mailer=self.mailer,
-        ))
+        return Redirect(
+            start_email_signin(
+                provider_id=self.id,
+                email=str(form.get("email", ""))[:1024],
+                callback_url=callback_url,
+                ip=request.remote_addr,
+                mailer=self.mailer,
+            )
+        )
 
     def callback(
         self,
@@ -55,10 +57,15 @@ class EmailProvider(Provider):
             # GET or HEAD, probably a mail scanner: show, never spend.
             token = str(args.get("token", ""))
             email = check_email_link(email=str(args.get("email", "")), token=token)
-            return Page("auth/email_confirm.html", {
-                "provider_id": self.id, "email": email, "token": token,
-                "callback_url": callback_url,
-            })
+            return Page(
+                "auth/email_confirm.html",
+                {
+                    "provider_id": self.id,
+                    "email": email,
+                    "token": token,
+                    "callback_url": callback_url,
+                },
+            )
         if "code" in form:
             result = complete_email_code(
                 provider_id=self.id,
@@ -67,16 +74,24 @@ class EmailProvider(Provider):
                 callback_url=callback_url,
             )
             if isinstance(result, CodeRejected):
-                return Page("auth/verify_request.html", {
-                    "provider": self.id, "type": self.type, "code_rejected": result,
-                }, status=400)
+                return Page(
+                    "auth/verify_request.html",
+                    {
+                        "provider": self.id,
+                        "type": self.type,
+                        "code_rejected": result,
+                    },
+                    status=400,
+                )
             return Redirect(result)
-        return Redirect(complete_email_link(
-            provider_id=self.id,
-            email=str(form.get("email", "")),
-            token=str(form.get("token", "")),
-            callback_url=callback_url,
-        ))
+        return Redirect(
+            complete_email_link(
+                provider_id=self.id,
+                email=str(form.get("email", "")),
+                token=str(form.get("token", "")),
+                callback_url=callback_url,
+            )
+        )
 
 
 def default_provider(conf: Settings) -> EmailProvider:

@@ -33,10 +33,21 @@ from . import Outcome, Provider, Redirect, register_kind
 from .oauth_config import OAuthConfig, parse_config
 
 #: Parameters the flow sets itself; the same names on the POST URL are ignored.
-_RESERVED_PARAMS = frozenset({
-    "response_type", "client_id", "redirect_uri", "state", "nonce", "code_challenge",
-    "code_challenge_method", "response_mode", "callbackUrl", "csrfToken", "json",
-})
+_RESERVED_PARAMS = frozenset(
+    {
+        "response_type",
+        "client_id",
+        "redirect_uri",
+        "state",
+        "nonce",
+        "code_challenge",
+        "code_challenge_method",
+        "response_mode",
+        "callbackUrl",
+        "csrfToken",
+        "json",
+    }
+)
 
 
 class OAuthProvider(Provider):
@@ -56,9 +67,11 @@ class OAuthProvider(Provider):
                 conf,
                 allow_insecure=config.allow_insecure,
                 issuer_matches=_tenant_issuer_matches
-                if config.preset and config.preset.tenant_issuer else None,
+                if config.preset and config.preset.tenant_issuer
+                else None,
             )
-            if config.type == "oidc" and config.issuer else None
+            if config.type == "oidc" and config.issuer
+            else None
         )
 
     @property
@@ -75,8 +88,10 @@ class OAuthProvider(Provider):
     ) -> Outcome:
         """Send the browser to the authorization endpoint; keep the checks in cookies."""
         session = current_session()
-        if session is not None and not reauth.is_recent(session) and not reauth.has_method(
-            session, self.id
+        if (
+            session is not None
+            and not reauth.is_recent(session)
+            and not reauth.has_method(session, self.id)
         ):
             # It would end in a link (see callback): ask for the fresh sign-in first.
             return Redirect(urls.origin() + reauth.confirm_url(f"/account/link/{self.id}"))
@@ -91,11 +106,13 @@ class OAuthProvider(Provider):
         params: dict[str, str] = {**cfg.authorization_params}
         # Query parameters on the POST URL (prompt=login, login_hint=…) reach the provider.
         params.update({k: v for k, v in query.items() if k not in _RESERVED_PARAMS})
-        params.update({
-            "response_type": "code",
-            "client_id": cfg.client.client_id,
-            "redirect_uri": self._redirect_uri(),
-        })
+        params.update(
+            {
+                "response_type": "code",
+                "client_id": cfg.client.client_id,
+                "redirect_uri": self._redirect_uri(),
+            }
+        )
         scope = params.get("scope", cfg.scope)
         if scope:
             params["scope"] = scope
@@ -156,14 +173,16 @@ class OAuthProvider(Provider):
             tokens=_account_tokens(token),
         )
         sid = claims.get("sid")
-        return Redirect(finish_signin(
-            resolved,
-            provider=self.id,
-            callback_url=stored.callback_url,
-            profile=profile,
-            # Kept for provider-initiated logout; a sid that does not fit is not stored.
-            provider_sid=sid if isinstance(sid, str) and len(sid) <= 255 else None,
-        ))
+        return Redirect(
+            finish_signin(
+                resolved,
+                provider=self.id,
+                callback_url=stored.callback_url,
+                profile=profile,
+                # Kept for provider-initiated logout; a sid that does not fit is not stored.
+                provider_sid=sid if isinstance(sid, str) and len(sid) <= 255 else None,
+            )
+        )
 
     def _check_state(self, state: str | None, stored: oauth_checks.Checks) -> None:
         if "state" in self.config.checks and not (
@@ -179,9 +198,10 @@ class OAuthProvider(Provider):
         """RFC 9207: an ``iss`` parameter must name our issuer; it must be there if promised."""
         if self.metadata is None:
             return
-        advertised = self._document("OAuthCallback").get(
-            "authorization_response_iss_parameter_supported"
-        ) is True
+        advertised = (
+            self._document("OAuthCallback").get("authorization_response_iss_parameter_supported")
+            is True
+        )
         if iss is None and not advertised:
             return
         expected = str(self._document("OAuthCallback")["issuer"])
@@ -347,7 +367,8 @@ def _account_tokens(token: Mapping[str, Any]) -> dict[str, Any]:
         "scope": token.get("scope"),
         "session_state": token.get("session_state"),
         "expires_at": datetime.fromtimestamp(expires_at, UTC)
-        if isinstance(expires_at, int | float) else None,
+        if isinstance(expires_at, int | float)
+        else None,
     }
     if token.get("refresh_token"):
         tokens["refresh_token"] = token["refresh_token"]

@@ -16,13 +16,31 @@ from ..client_auth import METHODS, SECRET_METHODS, ClientCredentials, load_priva
 from ..oidc_metadata import url_allowed
 from .presets import OIDC_PROFILE, PRESETS, Preset, apple_client_secret
 
-_FIELDS = frozenset({
-    "id", "type", "name", "preset", "issuer", "authorization_endpoint", "token_endpoint",
-    "userinfo_endpoint", "client_id", "client_secret", "token_endpoint_auth_method",
-    "token_endpoint_auth_signing_alg", "client_private_key_file", "scope", "checks",
-    "authorization_params", "allow_dangerous_email_account_linking", "allow_insecure",
-    "response_mode", "profile", "logo",
-})
+_FIELDS = frozenset(
+    {
+        "id",
+        "type",
+        "name",
+        "preset",
+        "issuer",
+        "authorization_endpoint",
+        "token_endpoint",
+        "userinfo_endpoint",
+        "client_id",
+        "client_secret",
+        "token_endpoint_auth_method",
+        "token_endpoint_auth_signing_alg",
+        "client_private_key_file",
+        "scope",
+        "checks",
+        "authorization_params",
+        "allow_dangerous_email_account_linking",
+        "allow_insecure",
+        "response_mode",
+        "profile",
+        "logo",
+    }
+)
 _PROFILE_KEYS = frozenset({"sub", "email", "email_verified", "name", "image"})
 _CHECKS = frozenset({"state", "pkce", "nonce"})
 #: Apple's client secrets may live 6 months; ours are made per exchange and live 5 minutes.
@@ -50,8 +68,6 @@ class OAuthConfig:
     allow_insecure: bool = False
     logo: str | None = None
     preset: Preset | None = None
-
-
 
 
 def parse_config(entry: Mapping[str, Any]) -> OAuthConfig:
@@ -110,17 +126,22 @@ def parse_config(entry: Mapping[str, Any]) -> OAuthConfig:
         if issuer_default and not entry.get("issuer"):
             entry = {**entry, "issuer": issuer_default}
         issuer = url("issuer", required=True)
-        endpoints = {n: url(n, required=False) for n in
-                     ("authorization_endpoint", "token_endpoint", "userinfo_endpoint")}
+        endpoints = {
+            n: url(n, required=False)
+            for n in ("authorization_endpoint", "token_endpoint", "userinfo_endpoint")
+        }
     elif kind == "oauth":
         issuer = None
-        endpoints = {n: url(n, required=True) for n in
-                     ("authorization_endpoint", "token_endpoint", "userinfo_endpoint")}
+        endpoints = {
+            n: url(n, required=True)
+            for n in ("authorization_endpoint", "token_endpoint", "userinfo_endpoint")
+        }
     else:
         raise ConfigError(f"{where}: type must be oidc or oauth")
 
-    checks_value = opt("checks", ["state", "pkce", "nonce"] if kind == "oidc" else
-                       ["state", "pkce"])
+    checks_value = opt(
+        "checks", ["state", "pkce", "nonce"] if kind == "oidc" else ["state", "pkce"]
+    )
     if not isinstance(checks_value, list) or not set(checks_value) <= _CHECKS:
         raise ConfigError(f"{where}: checks must be a list drawn from state, pkce, nonce")
     checks = frozenset(checks_value)
@@ -135,10 +156,14 @@ def parse_config(entry: Mapping[str, Any]) -> OAuthConfig:
         isinstance(v, str | int | bool) for v in params.values()
     ):
         raise ConfigError(f"{where}: authorization_params must be a table of strings")
-    profile = opt("profile", OIDC_PROFILE if kind == "oidc" else
-                  {**OIDC_PROFILE, "sub": ["sub", "id"]})
-    if not isinstance(profile, Mapping) or not set(profile) <= _PROFILE_KEYS or \
-            "sub" not in profile:
+    profile = opt(
+        "profile", OIDC_PROFILE if kind == "oidc" else {**OIDC_PROFILE, "sub": ["sub", "id"]}
+    )
+    if (
+        not isinstance(profile, Mapping)
+        or not set(profile) <= _PROFILE_KEYS
+        or "sub" not in profile
+    ):
         raise ConfigError(
             f"{where}: profile must map sub (and optionally email, email_verified, name, "
             "image) to fields of the provider's profile"
@@ -200,8 +225,12 @@ def _client(
             client_id=client_id,
             method=method,
             secret_factory=partial(
-                apple_client_secret, team_id=team_id, key_id=key_id, client_id=client_id,
-                key=key, audience=text("issuer") or preset.issuer or "",
+                apple_client_secret,
+                team_id=team_id,
+                key_id=key_id,
+                client_id=client_id,
+                key=key,
+                audience=text("issuer") or preset.issuer or "",
                 lifetime=_APPLE_SECRET_LIFETIME,
             ),
         )

@@ -141,7 +141,8 @@ def discord_avatar(
     avatar = profile.get("avatar")
     image = (
         f"https://cdn.discordapp.com/avatars/{profile.get('id')}/{avatar}.png"
-        if isinstance(avatar, str) and avatar.isalnum() else None
+        if isinstance(avatar, str) and avatar.isalnum()
+        else None
     )
     return {**profile, "image": image}
 
@@ -171,25 +172,41 @@ PRESETS: dict[str, Preset] = {
         token_endpoint="https://github.com/login/oauth/access_token",
         userinfo_endpoint="https://api.github.com/user",
         scope="read:user user:email",
-        profile={"sub": "id", "email": "email", "email_verified": "email_verified",
-                 "name": ["name", "login"], "image": "avatar_url"},
+        profile={
+            "sub": "id",
+            "email": "email",
+            "email_verified": "email_verified",
+            "name": ["name", "login"],
+            "image": "avatar_url",
+        },
         profile_quirk=github_emails,
     ),
     "google": Preset(
-        name="Google", type="oidc", issuer="https://accounts.google.com",
+        name="Google",
+        type="oidc",
+        issuer="https://accounts.google.com",
     ),
     "gitlab": Preset(
-        name="GitLab", type="oidc", issuer="https://gitlab.com",
+        name="GitLab",
+        type="oidc",
+        issuer="https://gitlab.com",
     ),
     "microsoft-entra-id": Preset(
-        name="Microsoft", type="oidc", issuer=entra_issuer("common"),
-        tenant_issuer=True, extra_fields=("tenant_id",),
+        name="Microsoft",
+        type="oidc",
+        issuer=entra_issuer("common"),
+        tenant_issuer=True,
+        extra_fields=("tenant_id",),
     ),
     "apple": Preset(
-        name="Apple", type="oidc", issuer="https://appleid.apple.com",
-        scope="openid name email", response_mode="form_post",
+        name="Apple",
+        type="oidc",
+        issuer="https://appleid.apple.com",
+        scope="openid name email",
+        response_mode="form_post",
         token_endpoint_auth_method="client_secret_post",
-        profile_quirk=apple_user_name, signed_client_secret=True,
+        profile_quirk=apple_user_name,
+        signed_client_secret=True,
         extra_fields=("team_id", "key_id"),
     ),
     "discord": Preset(
@@ -199,8 +216,13 @@ PRESETS: dict[str, Preset] = {
         token_endpoint="https://discord.com/api/oauth2/token",
         userinfo_endpoint="https://discord.com/api/users/@me",
         scope="identify email",
-        profile={"sub": "id", "email": "email", "email_verified": "verified",
-                 "name": ["global_name", "username"], "image": "image"},
+        profile={
+            "sub": "id",
+            "email": "email",
+            "email_verified": "verified",
+            "name": ["global_name", "username"],
+            "image": "image",
+        },
         profile_quirk=discord_avatar,
     ),
     "slack": Preset(name="Slack", type="oidc", issuer="https://slack.com"),
@@ -211,17 +233,29 @@ PRESETS: dict[str, Preset] = {
     "zitadel": Preset(name="ZITADEL", type="oidc"),
     "cognito": Preset(name="Amazon Cognito", type="oidc"),
     "twitch": Preset(
-        name="Twitch", type="oidc", issuer="https://id.twitch.tv/oauth2",
+        name="Twitch",
+        type="oidc",
+        issuer="https://id.twitch.tv/oauth2",
         scope="openid user:read:email",
         token_endpoint_auth_method="client_secret_post",
         # Twitch puts e-mail and picture in the ID token only when asked by name.
-        authorization_params={"claims": json.dumps(
-            {"id_token": {"email": None, "email_verified": None, "picture": None,
-                          "preferred_username": None}}
-        )},
+        authorization_params={
+            "claims": json.dumps(
+                {
+                    "id_token": {
+                        "email": None,
+                        "email_verified": None,
+                        "picture": None,
+                        "preferred_username": None,
+                    }
+                }
+            )
+        },
     ),
     "linkedin": Preset(
-        name="LinkedIn", type="oidc", issuer="https://www.linkedin.com/oauth",
+        name="LinkedIn",
+        type="oidc",
+        issuer="https://www.linkedin.com/oauth",
         token_endpoint_auth_method="client_secret_post",
     ),
     "facebook": Preset(
@@ -242,8 +276,11 @@ PRESETS: dict[str, Preset] = {
         userinfo_endpoint="https://api.x.com/2/users/me?user.fields=profile_image_url",
         scope="users.read tweet.read offline.access",
         # X gives no e-mail address through OAuth 2.
-        profile={"sub": "data.id", "name": ["data.name", "data.username"],
-                 "image": "data.profile_image_url"},
+        profile={
+            "sub": "data.id",
+            "name": ["data.name", "data.username"],
+            "image": "data.profile_image_url",
+        },
     ),
     "bitbucket": Preset(
         name="Bitbucket",
@@ -252,9 +289,13 @@ PRESETS: dict[str, Preset] = {
         token_endpoint="https://bitbucket.org/site/oauth2/access_token",
         userinfo_endpoint="https://api.bitbucket.org/2.0/user",
         scope="account email",
-        profile={"sub": "uuid", "email": "email", "email_verified": "email_verified",
-                 "name": ["display_name", "username"], "image": "links.avatar.href"},
+        profile={
+            "sub": "uuid",
+            "email": "email",
+            "email_verified": "email_verified",
+            "name": ["display_name", "username"],
+            "image": "links.avatar.href",
+        },
         profile_quirk=bitbucket_emails,
     ),
 }
-
