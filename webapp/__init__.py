@@ -10,12 +10,12 @@ from typing import Any
 from flask import Flask, redirect, request
 from werkzeug.wrappers import Response
 
-from . import database, errors, hosts, observability, proxies, sqlcount
-from .auth.cookies import CSRF_COOKIE, apply_cookies, cookie_name
-from .auth.hooks import AuthHooks
-from .cookie_session import CookieSessionInterface
-from .extensions import csrf, db, login_manager
-from .settings import Settings, load_settings
+from webapp import database, errors, hosts, observability, proxies, sqlcount
+from webapp.auth.cookies import CSRF_COOKIE, apply_cookies, cookie_name
+from webapp.auth.hooks import AuthHooks
+from webapp.cookie_session import CookieSessionInterface
+from webapp.extensions import csrf, db, login_manager
+from webapp.settings import Settings, load_settings
 
 log = logging.getLogger(__name__)
 
@@ -60,13 +60,13 @@ def create_app(
     csrf.init_app(app)
     _init_login(app)
 
-    from . import ui
-    from .account import api as account_api
-    from .account import views as account_views
-    from .auth.providers import build_providers
-    from .auth.views import bp as auth_bp
-    from .cli import auth_cli
-    from .pages import bp as pages_bp
+    from webapp import ui
+    from webapp.account import api as account_api
+    from webapp.account import views as account_views
+    from webapp.auth.providers import build_providers
+    from webapp.auth.views import bp as auth_bp
+    from webapp.cli import auth_cli
+    from webapp.pages import bp as pages_bp
 
     app.extensions["webapp.providers"] = build_providers(conf)
     app.register_blueprint(auth_bp, url_prefix=conf.base_path or None)
@@ -128,8 +128,8 @@ def _configure_flask(app: Flask, conf: Settings) -> None:
 
 
 def _init_login(app: Flask) -> None:
-    from .auth import urls
-    from .auth.sessions import AuthUser, current_session
+    from webapp.auth import urls
+    from webapp.auth.sessions import AuthUser, current_session
 
     login_manager.init_app(app)
     # Sessions live in the database; Flask-Login must not keep its own state in the cookie.

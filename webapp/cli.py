@@ -6,12 +6,12 @@ import click
 from flask.cli import AppGroup
 from sqlalchemy import delete, func, select
 
-from . import logsafe
-from .auth import ratelimit
-from .auth.sessions import delete_expired
-from .database import execute_counting
-from .extensions import db
-from .models import Session, User, VerificationToken, utcnow
+from webapp import logsafe
+from webapp.auth import ratelimit
+from webapp.auth.sessions import delete_expired
+from webapp.database import execute_counting
+from webapp.extensions import db
+from webapp.models import Session, User, VerificationToken, utcnow
 
 auth_cli = AppGroup("auth", help="Inspect and clean up sign-in data.")
 

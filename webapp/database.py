@@ -11,7 +11,7 @@ from flask import Flask
 from sqlalchemy import CursorResult, Engine, Executable, Select, TypeDecorator, event
 from sqlalchemy.exc import DBAPIError
 
-from .extensions import db
+from webapp.extensions import db
 
 _signals = Namespace()
 #: Sent with ``statement=`` for every statement run on a driver connection directly,

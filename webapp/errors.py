@@ -15,11 +15,11 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response
 
-from . import logsafe
-from .auth import urls
-from .auth.views import wants_json
-from .extensions import db
-from .ui.errorpage import render_error_page
+from webapp import logsafe
+from webapp.auth import urls
+from webapp.auth.views import wants_json
+from webapp.extensions import db
+from webapp.ui.errorpage import render_error_page
 
 log = logging.getLogger(__name__)
 

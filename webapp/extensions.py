@@ -8,7 +8,7 @@ from flask_sqlalchemy import SQLAlchemy
 from flask_wtf import csrf as wtf_csrf
 from sqlalchemy import MetaData
 
-from .hosts import is_own_origin
+from webapp.hosts import is_own_origin
 
 # Deterministic constraint names, so migrations can drop and alter them on every database.
 NAMING_CONVENTION = {

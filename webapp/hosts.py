@@ -18,9 +18,9 @@ from urllib.parse import urlsplit
 
 from flask import Flask, jsonify, make_response, render_template, request
 
-from .logsafe import encode
-from .proxies import FORWARDED_HOST
-from .settings import LOOPBACK_HOSTS, Settings
+from webapp.logsafe import encode
+from webapp.proxies import FORWARDED_HOST
+from webapp.settings import LOOPBACK_HOSTS, Settings
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment

@@ -27,7 +27,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from .extensions import db
+from webapp.extensions import db
 
 # SQLite has no BIGINT autoincrement; the variant keeps integer primary keys working there.
 BigIntPK = BigInteger().with_variant(Integer(), "sqlite")

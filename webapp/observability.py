@@ -9,7 +9,7 @@ from typing import Any
 
 from flask import Flask, Response, g, has_request_context, request
 
-from . import logsafe
+from webapp import logsafe
 
 REQUEST_ID_HEADER = "X-Request-ID"
 _VALID_ID = re.compile(r"^[A-Za-z0-9._-]{8,64}$")

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from ipaddress import IPv4Address, IPv6Address, ip_address
 from typing import TYPE_CHECKING, Any
 
-from .settings import TrustedProxies
+from webapp.settings import TrustedProxies
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment

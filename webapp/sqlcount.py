@@ -15,8 +15,8 @@ from typing import Any
 from flask import Flask, Response, g, has_request_context
 from sqlalchemy import Engine, event
 
-from .database import driver_statement
-from .extensions import db
+from webapp.database import driver_statement
+from webapp.extensions import db
 
 STATEMENTS_HEADER = "X-SQL-Statements"
 WRITES_HEADER = "X-SQL-Writes"

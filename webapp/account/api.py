@@ -16,10 +16,10 @@ from typing import Any, TypeVar, cast
 from flask import Blueprint, Response, jsonify, request
 from flask_wtf.csrf import CSRFError
 
-from ..auth import reauth, urls
-from ..auth.sessions import AuthSession, current_session, iso_utc, mark_personal
-from ..extensions import db
-from . import flows
+from webapp.account import flows
+from webapp.auth import reauth, urls
+from webapp.auth.sessions import AuthSession, current_session, iso_utc, mark_personal
+from webapp.extensions import db
 
 bp = Blueprint("account_api", __name__)
 # Personal, as the account pages; _no_store below keeps this area's own header.

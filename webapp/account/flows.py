@@ -12,13 +12,13 @@ from datetime import datetime
 
 from sqlalchemy import delete, select
 
-from ..auth import reauth
-from ..auth.providers import providers
-from ..auth.sessions import AuthSession, end_current_session
-from ..database import execute_counting
-from ..extensions import db
-from ..models import Account, Session, User, VerificationToken, utcnow
-from .devices import describe_device
+from webapp.account.devices import describe_device
+from webapp.auth import reauth
+from webapp.auth.providers import providers
+from webapp.auth.sessions import AuthSession, end_current_session
+from webapp.database import execute_counting
+from webapp.extensions import db
+from webapp.models import Account, Session, User, VerificationToken, utcnow
 
 #: Provider types a signed-in person can link with one button (a redirect round trip).
 LINKABLE_TYPES = frozenset({"oidc", "oauth"})

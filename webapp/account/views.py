@@ -25,11 +25,11 @@ from flask import (
 from flask.typing import ResponseReturnValue
 from flask_login import current_user, login_required
 
-from ..auth import reauth
-from ..auth.redirects import is_safe_callback_url
-from ..auth.sessions import AuthSession, current_session, mark_personal
-from ..extensions import db
-from . import flows
+from webapp.account import flows
+from webapp.auth import reauth
+from webapp.auth.redirects import is_safe_callback_url
+from webapp.auth.sessions import AuthSession, current_session, mark_personal
+from webapp.extensions import db
 
 bp = Blueprint("account", __name__)
 # Every answer here is personal, even the signed-out redirect: never cached (ui.csp).

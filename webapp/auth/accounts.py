@@ -22,11 +22,11 @@ from urllib.parse import urlsplit
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
-from ..extensions import db
-from ..models import Account, User, utcnow
-from . import urls
-from .errors import AuthError
-from .hooks import UserInfo, account_linked, user_created
+from webapp.auth import urls
+from webapp.auth.errors import AuthError
+from webapp.auth.hooks import UserInfo, account_linked, user_created
+from webapp.extensions import db
+from webapp.models import Account, User, utcnow
 
 log = logging.getLogger(__name__)
 

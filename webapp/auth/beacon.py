@@ -15,8 +15,8 @@ from typing import Any
 
 from flask import Request
 
-from .. import logsafe
-from . import ratelimit, urls
+from webapp import logsafe
+from webapp.auth import ratelimit, urls
 
 client_log = logging.getLogger("webapp.client")
 

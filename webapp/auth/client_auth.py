@@ -25,8 +25,8 @@ from joserfc import jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import ECKey, JWKRegistry, OctKey, RSAKey
 
-from ..settings import ConfigError, Settings
-from .oidc_metadata import ProviderUnavailable, timeouts
+from webapp.auth.oidc_metadata import ProviderUnavailable, timeouts
+from webapp.settings import ConfigError, Settings
 
 METHODS = (
     "client_secret_basic",

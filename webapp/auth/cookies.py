@@ -14,7 +14,7 @@ from datetime import datetime
 
 from flask import Response, g
 
-from . import urls
+from webapp.auth import urls
 
 SESSION_COOKIE = "auth.session-token"
 CSRF_COOKIE = "auth.csrf-token"

@@ -25,17 +25,17 @@ from datetime import datetime
 
 from sqlalchemy import Row, delete, insert, select, update
 
-from .. import logsafe
-from ..extensions import db
-from ..models import VerificationToken, utcnow
-from . import cookies, known_browsers, ratelimit, urls
-from .accounts import resolve_user
-from .addresses import InvalidAddress, normalize_email
-from .errors import AuthError
-from .hooks import UserInfo
-from .mail import DeliveryError, Mailer
-from .redirects import safe_callback_url
-from .signin import finish_signin
+from webapp import logsafe
+from webapp.auth import cookies, known_browsers, ratelimit, urls
+from webapp.auth.accounts import resolve_user
+from webapp.auth.addresses import InvalidAddress, normalize_email
+from webapp.auth.errors import AuthError
+from webapp.auth.hooks import UserInfo
+from webapp.auth.mail import DeliveryError, Mailer
+from webapp.auth.redirects import safe_callback_url
+from webapp.auth.signin import finish_signin
+from webapp.extensions import db
+from webapp.models import VerificationToken, utcnow
 
 log = logging.getLogger(__name__)
 

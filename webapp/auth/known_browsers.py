@@ -15,7 +15,7 @@ import secrets
 from flask import request
 from itsdangerous import BadSignature, URLSafeSerializer
 
-from . import cookies, urls
+from webapp.auth import cookies, urls
 
 COOKIE = "auth.known-browser"
 #: Browsers cap cookie lifetimes at 400 days; each sign-in renews it.

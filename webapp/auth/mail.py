@@ -30,8 +30,8 @@ from urllib.parse import unquote, urlsplit
 
 import jinja2
 
-from ..models import utcnow
-from ..settings import ConfigError, Settings, is_loopback_url
+from webapp.models import utcnow
+from webapp.settings import ConfigError, Settings, is_loopback_url
 
 log = logging.getLogger(__name__)
 

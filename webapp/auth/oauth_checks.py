@@ -23,7 +23,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from flask import request
 
-from . import cookies, urls
+from webapp.auth import cookies, urls
 
 #: What a flow keeps, one cookie each: the three checks and where to go afterwards.
 ITEMS = ("state", "pkce", "nonce", "callback_url")

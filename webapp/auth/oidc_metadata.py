@@ -15,7 +15,7 @@ from typing import Any
 
 import requests
 
-from ..settings import Settings, is_loopback_url
+from webapp.settings import Settings, is_loopback_url
 
 
 class ProviderUnavailable(Exception):

@@ -19,11 +19,11 @@ from ipaddress import IPv6Address, ip_address, ip_network
 from sqlalchemy import delete, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from ..database import execute_counting
-from ..extensions import db
-from ..models import RateLimitCounter, utcnow
-from ..settings import RateLimit
-from . import known_browsers, urls
+from webapp.auth import known_browsers, urls
+from webapp.database import execute_counting
+from webapp.extensions import db
+from webapp.models import RateLimitCounter, utcnow
+from webapp.settings import RateLimit
 
 
 def _window(limit: RateLimit, now: datetime) -> tuple[datetime, datetime]:

@@ -13,10 +13,10 @@ from urllib.parse import urlencode
 
 from sqlalchemy import select
 
-from ..extensions import db
-from ..models import Account, utcnow
-from .sessions import AuthSession
-from .urls import settings
+from webapp.auth.sessions import AuthSession
+from webapp.auth.urls import settings
+from webapp.extensions import db
+from webapp.models import Account, utcnow
 
 #: The page that asks for the fresh sign-in (webapp/account/views.py).
 CONFIRM_PATH = "/account/confirm"

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from urllib.parse import quote, unquote, urlsplit
 
-from . import urls
-from .hooks import current_hooks
+from webapp.auth import urls
+from webapp.auth.hooks import current_hooks
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # Characters safe to leave as they are in a path + query + fragment; the rest is escaped.

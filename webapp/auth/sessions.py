@@ -25,10 +25,10 @@ from flask import g, request
 from flask_login import UserMixin
 from sqlalchemy import Executable, bindparam, delete, insert, select, update
 
-from ..database import HotSelect, execute_counting
-from ..extensions import db
-from ..models import Session, User, utcnow
-from . import cookies, urls
+from webapp.auth import cookies, urls
+from webapp.database import HotSelect, execute_counting
+from webapp.extensions import db
+from webapp.models import Session, User, utcnow
 
 TOKEN_BYTES = 32
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..extensions import db
-from .accounts import Resolved
-from .errors import AuthError
-from .hooks import current_hooks, signed_in
-from .redirects import resolve_redirect
-from .sessions import AuthSession, create_session, end_current_session
+from webapp.auth.accounts import Resolved
+from webapp.auth.errors import AuthError
+from webapp.auth.hooks import current_hooks, signed_in
+from webapp.auth.redirects import resolve_redirect
+from webapp.auth.sessions import AuthSession, create_session, end_current_session
+from webapp.extensions import db
 
 
 def finish_signin(

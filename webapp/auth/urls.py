@@ -12,8 +12,8 @@ from urllib.parse import urlencode
 
 from flask import current_app, has_request_context, request
 
-from ..hosts import hostname, request_host
-from ..settings import LOOPBACK_HOSTS, Settings
+from webapp.hosts import hostname, request_host
+from webapp.settings import LOOPBACK_HOSTS, Settings
 
 
 def settings() -> Settings:

@@ -16,16 +16,16 @@ from flask import (
 from flask_wtf.csrf import generate_csrf
 from werkzeug.wrappers import Response
 
-from .. import logsafe
-from ..extensions import csrf, db
-from ..ui import csp
-from ..ui.errorpage import render_error_page
-from . import beacon, urls
-from .errors import SIGNIN_CODES, AuthError, error_status, message_for
-from .hooks import current_hooks, session_read, signed_out
-from .providers import Outcome, Page, Redirect, providers
-from .redirects import is_safe_callback_url, resolve_redirect
-from .sessions import current_session, end_current_session, session_json
+from webapp import logsafe
+from webapp.auth import beacon, urls
+from webapp.auth.errors import SIGNIN_CODES, AuthError, error_status, message_for
+from webapp.auth.hooks import current_hooks, session_read, signed_out
+from webapp.auth.providers import Outcome, Page, Redirect, providers
+from webapp.auth.redirects import is_safe_callback_url, resolve_redirect
+from webapp.auth.sessions import current_session, end_current_session, session_json
+from webapp.extensions import csrf, db
+from webapp.ui import csp
+from webapp.ui.errorpage import render_error_page
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Flask
 
-from . import assets, chooser, csp, errorpage
+from webapp.ui import assets, chooser, csp, errorpage
 
 
 def init_app(app: Flask) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ..auth.errors import message_for
+from webapp.auth.errors import message_for
 
 
 def chooser_data(

@@ -22,8 +22,8 @@ from typing import TypeVar
 from flask import Flask, Response
 from werkzeug.wrappers import Response as BaseResponse
 
-from ..auth.sessions import answer_is_personal
-from ..settings import Settings
+from webapp.auth.sessions import answer_is_personal
+from webapp.settings import Settings
 
 POLICY = "; ".join(
     [

@@ -10,8 +10,8 @@ from typing import Any
 
 from flask import g, render_template
 
-from ..auth import urls
-from ..auth.errors import message_for
+from webapp.auth import urls
+from webapp.auth.errors import message_for
 
 #: The first step offered for codes whose best next step is not "sign in again".
 _FIRST_STEP = {

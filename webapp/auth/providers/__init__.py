@@ -12,8 +12,8 @@ from typing import Any
 
 from flask import current_app
 
-from ...settings import ConfigError, Settings
-from .. import urls
+from webapp.auth import urls
+from webapp.settings import ConfigError, Settings
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ def register_kind(type_name: str, builder: Builder) -> None:
 def build_providers(conf: Settings) -> dict[str, Provider]:
     """Build every configured provider, in configuration order; raise ConfigError."""
     # Importing a kind's module registers it (oauth: oidc, oauth and preset).
-    from . import credentials, email, oauth  # noqa: F401
+    from webapp.auth.providers import credentials, email, oauth  # noqa: F401
 
     built: dict[str, Provider] = {}
     for entry in conf.provider_configs:

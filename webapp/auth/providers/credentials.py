@@ -17,13 +17,13 @@ from typing import Any
 
 from flask import request
 
-from ...settings import ConfigError, Settings
-from .. import known_browsers, ratelimit, urls
-from ..accounts import resolve_user
-from ..errors import AuthError
-from ..hooks import UserInfo, current_hooks
-from ..signin import finish_signin
-from . import Outcome, Provider, Redirect, register_kind
+from webapp.auth import known_browsers, ratelimit, urls
+from webapp.auth.accounts import resolve_user
+from webapp.auth.errors import AuthError
+from webapp.auth.hooks import UserInfo, current_hooks
+from webapp.auth.providers import Outcome, Provider, Redirect, register_kind
+from webapp.auth.signin import finish_signin
+from webapp.settings import ConfigError, Settings
 
 #: The demo hook's only password. The demo exists in development only (settings refuse it
 #: elsewhere) so that a fresh clone can be signed in to with no provider configured.

@@ -12,8 +12,7 @@ from typing import Any
 
 from flask import request
 
-from ...settings import ConfigError, Settings
-from ..email_signin import (
+from webapp.auth.email_signin import (
     CodeRejected,
     browser_cookie_name,
     check_email_link,
@@ -21,8 +20,9 @@ from ..email_signin import (
     complete_email_link,
     start_email_signin,
 )
-from ..mail import Mailer, mailer_from_settings
-from . import Outcome, Page, Provider, Redirect, register_kind
+from webapp.auth.mail import Mailer, mailer_from_settings
+from webapp.auth.providers import Outcome, Page, Provider, Redirect, register_kind
+from webapp.settings import ConfigError, Settings
 
 
 class EmailProvider(Provider):

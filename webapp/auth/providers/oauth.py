@@ -19,18 +19,18 @@ from authlib.common.urls import add_params_to_uri
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
 from flask import url_for
 
-from ...settings import Settings
-from .. import oauth_checks, reauth, urls
-from ..accounts import resolve_user
-from ..client_auth import exchange_code
-from ..errors import AuthError
-from ..hooks import UserInfo
-from ..id_token import InvalidIDToken, validate
-from ..oidc_metadata import ProviderMetadata, ProviderUnavailable, get_json
-from ..sessions import current_session
-from ..signin import finish_signin
-from . import Outcome, Provider, Redirect, register_kind
-from .oauth_config import OAuthConfig, parse_config
+from webapp.auth import oauth_checks, reauth, urls
+from webapp.auth.accounts import resolve_user
+from webapp.auth.client_auth import exchange_code
+from webapp.auth.errors import AuthError
+from webapp.auth.hooks import UserInfo
+from webapp.auth.id_token import InvalidIDToken, validate
+from webapp.auth.oidc_metadata import ProviderMetadata, ProviderUnavailable, get_json
+from webapp.auth.providers import Outcome, Provider, Redirect, register_kind
+from webapp.auth.providers.oauth_config import OAuthConfig, parse_config
+from webapp.auth.sessions import current_session
+from webapp.auth.signin import finish_signin
+from webapp.settings import Settings
 
 #: Parameters the flow sets itself; the same names on the POST URL are ignored.
 _RESERVED_PARAMS = frozenset(

@@ -11,10 +11,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ...settings import ConfigError
-from ..client_auth import METHODS, SECRET_METHODS, ClientCredentials, load_private_key
-from ..oidc_metadata import url_allowed
-from .presets import OIDC_PROFILE, PRESETS, Preset, apple_client_secret
+from webapp.auth.client_auth import METHODS, SECRET_METHODS, ClientCredentials, load_private_key
+from webapp.auth.oidc_metadata import url_allowed
+from webapp.auth.providers.presets import OIDC_PROFILE, PRESETS, Preset, apple_client_secret
+from webapp.settings import ConfigError
 
 _FIELDS = frozenset(
     {
