@@ -1,4 +1,7 @@
-"""Shared fixtures: the app on real databases (SQLite and PostgreSQL), clients, helpers.
+"""Shared fixtures: the app on real databases (SQLite and PostgreSQL), clients, row
+factories (``user_factory``, ``account_factory``, ``session_factory``); the plain helpers
+they share with the tests (``free_port``, ``row_count``, ``demo_sign_in``, ``AuthActions``)
+are in tests/helpers.py.
 
 Each database is created and migrated once per test session; tests get a fresh app and
 empty tables. PostgreSQL is reached at TEST_DATABASE_URL (default: the local server on
@@ -13,6 +16,7 @@ import os
 import re
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +27,12 @@ from flask.testing import FlaskClient
 
 from webapp import MIGRATIONS_DIR, create_app
 from webapp.auth.hooks import AuthHooks
+from webapp.auth.sessions import hash_token, new_token
 from webapp.database import driver_statement
 from webapp.extensions import db
+from webapp.models import Account, Session, User
+
+from .helpers import AuthActions, NewSession
 
 # SMTP servers on loopback, the outbox and the e-mail sign-in actions.
 pytest_plugins = ["tests.fixtures_smtp"]
@@ -167,30 +175,74 @@ def runner(app: Flask) -> Any:
     return app.test_cli_runner()
 
 
-class AuthActions:
-    """Sign-in actions through the real routes (the demo credentials provider)."""
-
-    def __init__(self, client: FlaskClient) -> None:
-        self.client = client
-
-    def csrf(self) -> str:
-        return str(self.client.get("/auth/csrf").json["csrfToken"])  # type: ignore[index]
-
-    def signin(self, email: str = "ann@example.com", password: str = "demo", **form: str) -> Any:
-        data = {"csrfToken": self.csrf(), "email": email, "password": password, **form}
-        return self.client.post("/auth/callback/demo", data=data)
-
-    def signout(self, **form: str) -> Any:
-        return self.client.post("/auth/signout", data={"csrfToken": self.csrf(), **form})
-
-    def session_cookie(self) -> str | None:
-        cookie = self.client.get_cookie("auth.session-token")
-        return cookie.value if cookie else None
-
-
 @pytest.fixture
 def auth(client: FlaskClient) -> AuthActions:
     return AuthActions(client)
+
+
+# -- rows made directly through the models ----------------------------------------------
+# Each factory takes the app first (any app: ``app``, one from ``make_app``, or one built
+# on ``postgres_url``), commits, and returns plain data usable outside the app context.
+
+
+@pytest.fixture
+def user_factory() -> Callable[..., int]:
+    """``user_factory(app, email=…, **columns)``: add a user; return its id.
+
+    The default address is unique and unverified; pass ``email_verified=<a datetime>`` to make
+    the user its owner.
+    """
+
+    def make(app: Flask, **columns: Any) -> int:
+        columns.setdefault("email", f"user-{uuid.uuid4().hex[:8]}@example.com")
+        with app.app_context():
+            user = User(**columns)
+            db.session.add(user)
+            db.session.commit()
+            return int(user.id)
+
+    return make
+
+
+@pytest.fixture
+def account_factory() -> Callable[..., int]:
+    """``account_factory(app, user_id, provider="github", **columns)``: link a sign-in
+    method (an OAuth identity ``<provider>-<user_id>`` by default); return its id."""
+
+    def make(app: Flask, user_id: int, provider: str = "github", **columns: Any) -> int:
+        columns.setdefault("type", "oauth")
+        columns.setdefault("provider_account_id", f"{provider}-{user_id}")
+        with app.app_context():
+            account = Account(user_id=user_id, provider=provider, **columns)
+            db.session.add(account)
+            db.session.commit()
+            return int(account.id)
+
+    return make
+
+
+@pytest.fixture
+def session_factory() -> Callable[..., NewSession]:
+    """``session_factory(app, user_id, **columns)``: add a session; return a ``NewSession``
+    whose ``token`` works as the session cookie (``client.set_cookie(…)``).
+
+    Created and last active now, expiring in 30 days (the default max age) unless given.
+    """
+
+    def make(app: Flask, user_id: int, **columns: Any) -> NewSession:
+        token = new_token()
+        token_hash = hash_token(token)
+        now = datetime.now(UTC)
+        columns.setdefault("expires", now + timedelta(days=30))
+        columns.setdefault("created_at", now)
+        columns.setdefault("last_active_at", now)
+        with app.app_context():
+            row = Session(user_id=user_id, token_hash=token_hash, **columns)
+            db.session.add(row)
+            db.session.commit()
+            return NewSession(int(row.id), user_id, token, token_hash)
+
+    return make
 
 
 class SqlCounter:

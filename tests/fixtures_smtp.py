@@ -29,6 +29,8 @@ from aiosmtpd.smtp import AuthResult, LoginPassword
 from flask import Flask
 from flask.testing import FlaskClient
 
+from .helpers import free_port
+
 SMTP_USER = "mailer"
 SMTP_PASSWORD = "s3cret pass/word"
 LINK_RE = re.compile(r"https?://\S+/callback/\S+")
@@ -120,12 +122,6 @@ class Mailbox:
         """Return this server's EMAIL_SERVER value, with the test credentials if asked."""
         auth = f"{SMTP_USER}:{quote(SMTP_PASSWORD, safe='')}@" if login else ""
         return f"{scheme}://{auth}{self.host}:{self.port}"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _start(mailbox: Mailbox, **kwargs: Any) -> Controller:

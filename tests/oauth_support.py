@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import socket
 import subprocess
 import threading
 import time
@@ -29,6 +28,7 @@ from joserfc import jwt
 from joserfc.jwk import ECKey, RSAKey
 
 from .fixtures_smtp import EmailActions, Mailbox, link_of
+from .helpers import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 APP_ORIGIN = "http://localhost"
@@ -51,12 +51,6 @@ CLIENT_METHODS = {
     "op-ec": "private_key_jwt",
     "op-public": "none",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class NodeOP:
@@ -378,15 +372,6 @@ def write_providers_toml(path: Path, entries: list[Mapping[str, Any]]) -> Path:
         lines.append("")
     path.write_text("\n".join(lines))
     return path
-
-
-def demo_sign_in(client: FlaskClient, email: str) -> None:
-    """Sign ``client`` in with the development demo credentials (creates the user)."""
-    csrf = client.get("/auth/csrf").json["csrfToken"]  # type: ignore[index]
-    response = client.post(
-        "/auth/callback/demo", data={"csrfToken": csrf, "email": email, "password": "demo"}
-    )
-    assert error_of(response) is None, response.headers.get("Location")
 
 
 def email_sign_in(client: FlaskClient, mailbox: Mailbox, email: str) -> None:

@@ -8,8 +8,11 @@ from datetime import timedelta
 import pytest
 from freezegun import freeze_time
 
+from webapp.clock import utcnow
 from webapp.extensions import db
-from webapp.models import Account, Session, User, utcnow
+from webapp.models import Account, Session, User
+
+from .helpers import demo_sign_in, row_count
 
 CHROME_UA = (
     "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) "
@@ -29,25 +32,6 @@ def _user(app, email="ann@example.com") -> User:
         return user
 
 
-def _count(app, model, **where) -> int:
-    with app.app_context():
-        query = db.select(db.func.count()).select_from(model).filter_by(**where)
-        return db.session.scalar(query)
-
-
-def _add_account(app, user_id: int, provider: str = "github") -> int:
-    with app.app_context():
-        account = Account(
-            user_id=user_id,
-            type="oauth",
-            provider=provider,
-            provider_account_id=f"{provider}-{user_id}",
-        )
-        db.session.add(account)
-        db.session.commit()
-        return account.id
-
-
 def _session_ids(app, user_id: int) -> list[int]:
     with app.app_context():
         return list(
@@ -64,11 +48,7 @@ def second_browser(app, auth):
     auth.signin()
     other = app.test_client()
     other.environ_base["HTTP_USER_AGENT"] = IPHONE_UA
-    token = other.get("/auth/csrf").json["csrfToken"]
-    other.post(
-        "/auth/callback/demo",
-        data={"csrfToken": token, "email": "ann@example.com", "password": "demo"},
-    )
+    demo_sign_in(other)
     return other
 
 
@@ -115,7 +95,7 @@ def test_the_last_sign_in_method_cannot_be_removed(app, client, auth, without_em
         f"/account/accounts/{account_id}/unlink", data={"csrfToken": auth.csrf()}, headers=HTMX
     )
     assert "is your only way to sign in" in r.get_data(as_text=True)
-    assert _count(app, Account, user_id=user.id) == 1
+    assert row_count(app, Account, user_id=user.id) == 1
 
 
 def _account_ids(app, user_id: int) -> list[int]:
@@ -123,10 +103,10 @@ def _account_ids(app, user_id: int) -> list[int]:
         return list(db.session.scalars(db.select(Account.id).where(Account.user_id == user_id)))
 
 
-def test_unlink_with_htmx_returns_the_section(app, client, auth):
+def test_unlink_with_htmx_returns_the_section(app, client, auth, account_factory):
     auth.signin()
     user = _user(app)
-    github = _add_account(app, user.id)
+    github = account_factory(app, user.id)
     r = client.post(
         f"/account/accounts/{github}/unlink", data={"csrfToken": auth.csrf()}, headers=HTMX
     )
@@ -138,10 +118,10 @@ def test_unlink_with_htmx_returns_the_section(app, client, auth):
     assert _account_ids(app, user.id) != [] and github not in _account_ids(app, user.id)
 
 
-def test_unlink_as_a_plain_form_redirects_with_the_message(app, client, auth):
+def test_unlink_as_a_plain_form_redirects_with_the_message(app, client, auth, account_factory):
     auth.signin()
     user = _user(app)
-    github = _add_account(app, user.id)
+    github = account_factory(app, user.id)
     r = client.post(f"/account/accounts/{github}/unlink", data={"csrfToken": auth.csrf()})
     assert r.status_code == 303
     assert r.headers["Location"] == "/account#accounts"
@@ -149,17 +129,10 @@ def test_unlink_as_a_plain_form_redirects_with_the_message(app, client, auth):
     assert "github was removed from your sign-in methods." in page
 
 
-def _signin_elsewhere(app, email: str) -> None:
-    """Sign ``email`` in from another browser (a client of its own)."""
-    from tests.conftest import AuthActions
-
-    AuthActions(app.test_client()).signin(email)
-
-
-def test_another_users_account_or_session_is_not_found(app, client, auth):
-    _signin_elsewhere(app, "bob@example.com")
+def test_another_users_account_or_session_is_not_found(app, client, auth, account_factory):
+    demo_sign_in(app.test_client(), "bob@example.com")  # in another browser
     bob = _user(app, "bob@example.com")
-    bob_github = _add_account(app, bob.id)
+    bob_github = account_factory(app, bob.id)
     (bob_session,) = _session_ids(app, bob.id)
     auth.signin("ann@example.com")
     r = client.post(
@@ -170,7 +143,7 @@ def test_another_users_account_or_session_is_not_found(app, client, auth):
         f"/account/sessions/{bob_session}/end", data={"csrfToken": auth.csrf()}, headers=HTMX
     )
     assert "already ended" in r.get_data(as_text=True)
-    assert _count(app, Account, id=bob_github) == 1
+    assert row_count(app, Account, id=bob_github) == 1
     assert _session_ids(app, bob.id) == [bob_session]
 
 
@@ -214,7 +187,7 @@ def test_account_forms_need_the_csrf_token(app, client, auth, second_browser):
     r = client.post("/account/delete", data={"confirm": "DELETE"})
     assert "error=MissingCSRF" in r.headers["Location"]
     assert _session_ids(app, user.id) == before
-    assert _count(app, User) == 1
+    assert row_count(app, User) == 1
 
 
 def test_delete_needs_the_typed_confirmation(app, client, auth):
@@ -223,7 +196,7 @@ def test_delete_needs_the_typed_confirmation(app, client, auth):
         "/account/delete", data={"csrfToken": auth.csrf(), "confirm": "yes"}, headers=HTMX
     )
     assert "Type DELETE to confirm." in r.get_data(as_text=True)
-    assert _count(app, User) == 1
+    assert row_count(app, User) == 1
 
 
 def test_delete_needs_a_recent_sign_in(app, client, auth):
@@ -237,20 +210,22 @@ def test_delete_needs_a_recent_sign_in(app, client, auth):
         )
         # Sent to confirm it is them, then back to the delete form.
         assert r.headers["HX-Redirect"] == "/account/confirm?next=%2Faccount%23delete"
-    assert _count(app, User) == 1
+    assert row_count(app, User) == 1
 
 
-def test_delete_removes_the_user_and_everything_linked(app, client, auth, second_browser):
+def test_delete_removes_the_user_and_everything_linked(
+    app, client, auth, second_browser, account_factory
+):
     user = _user(app)
-    _add_account(app, user.id)
-    _signin_elsewhere(app, "bob@example.com")  # someone else's data stays
+    account_factory(app, user.id)
+    demo_sign_in(app.test_client(), "bob@example.com")  # someone else's data stays
     r = client.post("/account/delete", data={"csrfToken": auth.csrf(), "confirm": "DELETE"})
     assert r.status_code == 303
     assert r.headers["Location"] == "/"
-    assert _count(app, User, id=user.id) == 0
-    assert _count(app, Account, user_id=user.id) == 0
-    assert _count(app, Session, user_id=user.id) == 0
-    assert _count(app, User) == 1
+    assert row_count(app, User, id=user.id) == 0
+    assert row_count(app, Account, user_id=user.id) == 0
+    assert row_count(app, Session, user_id=user.id) == 0
+    assert row_count(app, User) == 1
     assert second_browser.get("/auth/session").json is None
     assert "Your account and everything linked to it were deleted." in client.get("/").get_data(
         as_text=True
@@ -306,12 +281,12 @@ def test_api_refusals_have_codes(app, client, auth, without_email):
     with freeze_time(utcnow() + timedelta(minutes=11)):
         r = _api_post(client, auth, "/delete", {"confirm": "DELETE"})
     assert (r.status_code, r.json["error"]) == (403, "RecentSignInRequired")
-    assert _count(app, User) == 1
+    assert row_count(app, User) == 1
 
 
-def test_api_actions(app, client, auth, second_browser):
+def test_api_actions(app, client, auth, second_browser, account_factory):
     user = _user(app)
-    github = _add_account(app, user.id)
+    github = account_factory(app, user.id)
     assert _api_post(client, auth, f"/accounts/{github}/unlink").json == {"unlinked": github}
     assert _api_post(client, auth, "/sessions/end-others").json == {"ended": 1}
     (mine,) = _session_ids(app, user.id)
@@ -323,4 +298,4 @@ def test_api_actions(app, client, auth, second_browser):
 def test_api_delete(app, client, auth):
     auth.signin()
     assert _api_post(client, auth, "/delete", {"confirm": "DELETE"}).json == {"deleted": True}
-    assert _count(app, User) == 0
+    assert row_count(app, User) == 0

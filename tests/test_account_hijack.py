@@ -21,18 +21,18 @@ from flask.testing import FlaskClient
 from flask_migrate import downgrade, upgrade
 
 from webapp import MIGRATIONS_DIR, create_app
-from webapp.auth.accounts import MAX_PICTURE_URL, picture_url
+from webapp.auth.flows.linking import MAX_PICTURE_URL, picture_url
 from webapp.auth.hooks import AuthHooks, UserInfo
 from webapp.extensions import db
 from webapp.models import Account, Session, User
 
 from .conftest import base_config, create_pg_database, drop_pg_database
 from .fixtures_smtp import EmailActions, Mailbox, link_of
+from .helpers import demo_sign_in
 from .oauth_support import (
     APP_ORIGIN,
     Browser,
     FakeIdP,
-    demo_sign_in,
     email_sign_in,
     error_of,
     fake_idp,
@@ -231,7 +231,7 @@ def test_signed_in_linking_of_an_unverified_claim_is_not_refused(
     app = make_oauth_app([node_op.provider_config("op-basic")], EMAIL_SERVER=mailbox.url())
     email_sign_in(app.test_client(), mailbox, ANN)
     browser = Browser(app.test_client())
-    demo_sign_in(browser.client, "someone@example.com")
+    assert error_of(demo_sign_in(browser.client, "someone@example.com")) is None
     assert error_of(browser.sign_in("op-basic", login_hint="mallory")) is None
     someone = user_of(app, "demo", "someone@example.com")
     assert user_of(app, "op-basic", "mallory").id == someone.id
@@ -243,9 +243,10 @@ def test_an_unverified_holder_does_not_block_linking_a_verified_address(
     node_op: Any, make_oauth_app: Any
 ) -> None:
     app = make_oauth_app([node_op.provider_config("op-basic")])
-    demo_sign_in(app.test_client(), "alice@example.com")  # the demo never verifies
+    # The demo never verifies.
+    assert error_of(demo_sign_in(app.test_client(), "alice@example.com")) is None
     browser = Browser(app.test_client())
-    demo_sign_in(browser.client, "someone@example.com")
+    assert error_of(demo_sign_in(browser.client, "someone@example.com")) is None
     assert error_of(browser.sign_in("op-basic", login_hint="alice")) is None
     assert user_of(app, "op-basic", "alice").id == user_of(app, "demo", "someone@example.com").id
 
@@ -259,10 +260,10 @@ def test_the_first_verified_owner_takes_the_address_from_unverified_holders(
     app = make_oauth_app([node_op.provider_config("op-basic")])
     attacker = Browser(app.test_client())
     assert error_of(attacker.sign_in("op-basic", login_hint="mallory")) is None
-    demo_sign_in(app.test_client(), ANN)
+    assert error_of(demo_sign_in(app.test_client(), ANN)) is None
     assert [u.email for u in users(app)] == [ANN, ANN]
 
-    with caplog.at_level(logging.INFO, logger="webapp.auth.accounts"):
+    with caplog.at_level(logging.INFO, logger="webapp.auth.flows.linking"):
         # Ann at the provider that verifies; e-mail linking is off, and nobody owns ann@.
         assert error_of(Browser(app.test_client()).sign_in("op-basic", login_hint="ann")) is None
     mallory, demo, ann = users(app)
@@ -292,7 +293,7 @@ def test_a_known_identity_verifying_its_address_takes_it(
 ) -> None:
     app = make_oauth_app([fake.provider_config()])
     assert error_of(Browser(app.test_client()).sign_in("fake")) is None
-    demo_sign_in(app.test_client(), ANN)
+    assert error_of(demo_sign_in(app.test_client(), ANN)) is None
     vouch(fake, True)
     assert error_of(Browser(app.test_client()).sign_in("fake")) is None
     fay, demo = users(app)

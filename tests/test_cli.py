@@ -8,12 +8,9 @@ import sqlalchemy as sa
 from freezegun import freeze_time
 
 from webapp.extensions import db
-from webapp.models import RateLimitCounter, Session, User, VerificationToken
+from webapp.models import RateLimitCounter, Session, VerificationToken
 
-
-def count(app, model):
-    with app.app_context():
-        return db.session.scalar(sa.select(sa.func.count()).select_from(model))
+from .helpers import demo_sign_in, row_count
 
 
 def test_cleanup_deletes_only_what_expired(app, client, auth, runner):
@@ -23,11 +20,7 @@ def test_cleanup_deletes_only_what_expired(app, client, auth, runner):
     auth.signin("ann@example.com")  # a live session (the old one was replaced in this client)
     other = app.test_client()
     with freeze_time("2026-01-01 00:00:00"):
-        token = other.get("/auth/csrf").json["csrfToken"]
-        other.post(
-            "/auth/callback/demo",
-            data={"csrfToken": token, "email": "stale@example.com", "password": "demo"},
-        )
+        demo_sign_in(other, "stale@example.com")
     with app.app_context():
         now = datetime.now(UTC)
         db.session.add_all(
@@ -45,7 +38,7 @@ def test_cleanup_deletes_only_what_expired(app, client, auth, runner):
             ]
         )
         db.session.commit()
-    assert count(app, Session) == 2
+    assert row_count(app, Session) == 2
     result = runner.invoke(args=["auth", "cleanup", "--batch-size", "1"])
     assert result.exit_code == 0, result.output
     assert "deleted 1 expired session(s)" in result.output
@@ -53,20 +46,19 @@ def test_cleanup_deletes_only_what_expired(app, client, auth, runner):
     # Every attempt is counted before the hook runs: the three 2026 attempts left windows
     # per (identifier, address) and per identifier (3 + 3) and one for their address.
     assert "deleted 7 finished rate-limit window(s)" in result.output
-    assert count(app, Session) == 1
-    assert count(app, VerificationToken) == 1
+    assert row_count(app, Session) == 1
+    assert row_count(app, VerificationToken) == 1
     # The live sign-in's windows (its attempt counted, then given back) are not finished.
-    assert count(app, RateLimitCounter) == 3
+    assert row_count(app, RateLimitCounter) == 3
 
 
 def test_sessions_lists_and_filters(app, client, auth, runner):
     auth.signin("ann@example.com")
     app.test_client()
     other = app.test_client()
-    token = other.get("/auth/csrf").json["csrfToken"]
-    other.post(
-        "/auth/callback/demo",
-        data={"csrfToken": token, "email": "bob@example.com", "password": "demo"},
+    demo_sign_in(
+        other,
+        "bob@example.com",
         headers={"User-Agent": "Mozilla/5.0 (X11; Linux x86_64) Firefox/130.0"},
     )
     result = runner.invoke(args=["auth", "sessions"])
@@ -103,24 +95,13 @@ def test_revoke_usage_errors(runner):
     assert result.exit_code == 1 and "no session with id 999999" in result.output
 
 
-def test_revoke_by_address_ends_every_user_showing_it(app, client, auth, runner):
+def test_revoke_by_address_ends_every_user_showing_it(
+    app, client, auth, runner, user_factory, session_factory
+):
     # The demo sign-in claims ann@ unverified; another user owns the address verified.
     auth.signin("ann@example.com")
-    with app.app_context():
-        owner = User(email="ann@example.com", email_verified=datetime.now(UTC))
-        db.session.add(owner)
-        db.session.flush()
-        now = datetime.now(UTC)
-        db.session.add(
-            Session(
-                user_id=owner.id,
-                token_hash="f" * 64,
-                expires=now + timedelta(days=1),
-                created_at=now,
-                last_active_at=now,
-            )
-        )
-        db.session.commit()
+    owner = user_factory(app, email="ann@example.com", email_verified=datetime.now(UTC))
+    session_factory(app, owner, expires=datetime.now(UTC) + timedelta(days=1))
     result = runner.invoke(args=["auth", "revoke", "--user", "ANN@example.com"])
     assert result.exit_code == 0 and "revoked 2 session(s) of 2 user(s)" in result.output
-    assert count(app, Session) == 0
+    assert row_count(app, Session) == 0

@@ -17,6 +17,8 @@ from webapp.auth.hooks import (
 from webapp.extensions import db
 from webapp.models import Account, Session, User
 
+from .helpers import row_count
+
 USERS = {"ann@example.com": "correct horse battery staple"}
 
 
@@ -61,11 +63,6 @@ def post(client, email, password, **extra):
     )
 
 
-def count(app, model):
-    with app.app_context():
-        return db.session.scalar(sa.select(sa.func.count()).select_from(model))
-
-
 def test_configured_provider_replaces_the_demo(make_app, tmp_path):
     app = credentials_app(make_app, tmp_path)
     providers = app.test_client().get("/auth/providers").json
@@ -94,7 +91,7 @@ def test_success_creates_user_account_and_database_session(make_app, tmp_path):
         assert session.provider == "password"
     # A second sign-in reuses the user and account.
     post(client, "ann@example.com", USERS["ann@example.com"])
-    assert (count(app, User), count(app, Account), count(app, Session)) == (1, 1, 1)
+    assert (row_count(app, User), row_count(app, Account), row_count(app, Session)) == (1, 1, 1)
 
 
 def test_failure_is_credentials_signin_and_stores_nothing(make_app, tmp_path):
@@ -110,7 +107,7 @@ def test_failure_is_credentials_signin_and_stores_nothing(make_app, tmp_path):
         "http://localhost/auth/signin?error=CredentialsSignin&callbackUrl=%2Faccount"
     )
     assert client.get("/auth/session").json is None
-    assert (count(app, User), count(app, Session)) == (0, 0)
+    assert (row_count(app, User), row_count(app, Session)) == (0, 0)
 
 
 def test_failed_attempts_are_limited_per_identifier(make_app, tmp_path):
@@ -175,7 +172,7 @@ def test_signin_hook_can_deny_and_nothing_is_stored(make_app, tmp_path):
     r = post(client, "ann@example.com", USERS["ann@example.com"])
     assert r.headers["Location"] == "http://localhost/auth/error?error=AccessDenied"
     assert client.get(r.headers["Location"]).status_code == 403
-    assert (count(app, User), count(app, Account), count(app, Session)) == (0, 0, 0)
+    assert (row_count(app, User), row_count(app, Account), row_count(app, Session)) == (0, 0, 0)
 
 
 def test_signin_hook_can_redirect_instead(make_app, tmp_path):
@@ -184,7 +181,7 @@ def test_signin_hook_can_redirect_instead(make_app, tmp_path):
     app = credentials_app(make_app, tmp_path, hooks=hooks)
     r = post(app.test_client(), "ann@example.com", USERS["ann@example.com"])
     assert r.headers["Location"] == "http://localhost/pending-approval"
-    assert count(app, Session) == 0
+    assert row_count(app, Session) == 0
 
 
 def test_session_hook_adds_fields(make_app, tmp_path):

@@ -5,19 +5,11 @@ from __future__ import annotations
 import logging
 
 import pytest
-import sqlalchemy as sa
 
 from webapp.auth.errors import ALL_CODES, ERROR_PAGE_STATUS, MESSAGES, SIGNIN_CODES
-from webapp.extensions import db
 from webapp.models import Session, User
 
-
-def counts(app):
-    with app.app_context():
-        return (
-            db.session.scalar(sa.select(sa.func.count()).select_from(User)),
-            db.session.scalar(sa.select(sa.func.count()).select_from(Session)),
-        )
+from .helpers import demo_sign_in, row_count
 
 
 @pytest.mark.parametrize("token", [None, "", "forged", "IjAi.AAAA.BBBB"])
@@ -30,7 +22,7 @@ def test_signin_without_a_valid_csrf_token_changes_nothing(app, client, token):
     assert r.status_code == 302
     assert r.headers["Location"] == "http://localhost/auth/signin?error=MissingCSRF"
     assert r.headers.get("Set-Cookie") is None or "session-token" not in r.headers["Set-Cookie"]
-    assert counts(app) == (0, 0)
+    assert (row_count(app, User), row_count(app, Session)) == (0, 0)
 
 
 def test_a_token_from_another_browser_is_refused(app, client, auth):
@@ -42,7 +34,7 @@ def test_a_token_from_another_browser_is_refused(app, client, auth):
         data={"csrfToken": foreign, "email": "ann@example.com", "password": "demo"},
     )
     assert r.headers["Location"].endswith("error=MissingCSRF")
-    assert counts(app) == (0, 0)
+    assert (row_count(app, User), row_count(app, Session)) == (0, 0)
 
 
 def test_json_clients_get_400_missing_csrf(app, client):
@@ -51,7 +43,7 @@ def test_json_clients_get_400_missing_csrf(app, client):
     assert r.json == {"error": "MissingCSRF"}
     r = client.post("/auth/signin/demo", data={"json": "true"})
     assert r.status_code == 400 and r.json == {"error": "MissingCSRF"}
-    assert counts(app) == (0, 0)
+    assert (row_count(app, User), row_count(app, Session)) == (0, 0)
 
 
 def test_scripts_can_send_the_token_in_a_header(client, auth):
@@ -68,7 +60,7 @@ def test_signout_with_a_bad_token_keeps_the_session(app, client, auth):
     auth.signin()
     r = client.post("/auth/signout", data={"csrfToken": "nope"})
     assert r.headers["Location"].endswith("error=MissingCSRF")
-    assert counts(app) == (1, 1)
+    assert (row_count(app, User), row_count(app, Session)) == (1, 1)
     assert client.get("/auth/session").json["user"]["email"] == "ann@example.com"
 
 
@@ -126,11 +118,7 @@ def test_unexpected_errors_show_no_internals(make_app, caplog):
 
     app = make_app(hooks=hooks)
     client = app.test_client()
-    token = client.get("/auth/csrf").json["csrfToken"]
-    client.post(
-        "/auth/callback/demo",
-        data={"csrfToken": token, "email": "ann@example.com", "password": "demo"},
-    )
+    demo_sign_in(client)
     with caplog.at_level(logging.ERROR):
         r = client.get("/auth/session", headers={"Accept": "text/html"})
     assert r.status_code == 500

@@ -14,13 +14,9 @@ from webapp.extensions import db
 from webapp.models import Account, Session, User, VerificationToken
 
 from .fixtures_smtp import EmailActions, code_of, link_of
+from .helpers import row_count
 
 VERIFICATION = "http://localhost/auth/error?error=Verification"
-
-
-def count(app, model) -> int:
-    with app.app_context():
-        return db.session.scalar(sa.select(sa.func.count()).select_from(model))
 
 
 @pytest.fixture
@@ -44,7 +40,7 @@ def test_get_shows_a_confirmation_page_and_spends_nothing(app, actions, mailbox)
     assert re.search(r'<form method="post" action="/auth/callback/email"', html)
     assert '<meta name="referrer" content="no-referrer">' in html
     assert actions.session_email() is None
-    assert count(app, VerificationToken) == 1
+    assert row_count(app, VerificationToken) == 1
 
 
 def test_get_and_head_many_times_then_the_button_still_works(app, actions, mailbox):
@@ -55,7 +51,7 @@ def test_get_and_head_many_times_then_the_button_still_works(app, actions, mailb
     for _ in range(3):
         assert scanner.get(path_and_query).status_code == 200
         assert scanner.head(path_and_query).status_code == 200
-    assert count(app, Session) == 0
+    assert row_count(app, Session) == 0
 
     r = actions.confirm(link)
     assert r.status_code == 302
@@ -72,8 +68,8 @@ def test_a_link_works_exactly_once(app, actions, mailbox):
     again = other.post_link(link)
     assert again.headers["Location"].startswith(VERIFICATION)
     assert other.open_link(link).headers["Location"].startswith(VERIFICATION)
-    assert count(app, Session) == 1
-    assert count(app, VerificationToken) == 0
+    assert row_count(app, Session) == 1
+    assert row_count(app, VerificationToken) == 0
 
 
 def test_the_link_lives_24_hours_to_the_second(app, mailbox):
@@ -94,7 +90,7 @@ def test_the_link_lives_24_hours_to_the_second(app, mailbox):
         assert late.post_link(late_link).headers["Location"].startswith(VERIFICATION)
         assert late.session_email() is None
         # The expired token was presented, so it is gone rather than left for cleanup.
-        assert count(app, VerificationToken) == 0
+        assert row_count(app, VerificationToken) == 0
 
 
 @pytest.mark.parametrize(
@@ -151,7 +147,7 @@ def test_an_existing_user_gets_a_new_session_and_no_second_user(app, mailbox):
         users = db.session.execute(sa.select(User)).scalars().all()
         assert [u.id for u in users] == [ann_id]
         assert users[0].email_verified is not None
-        assert db.session.scalar(sa.select(sa.func.count()).select_from(Session)) == 2
+    assert row_count(app, Session) == 2
 
 
 def test_another_user_signed_in_in_this_browser_is_signed_out_first(app, client, auth, mailbox):
@@ -238,14 +234,14 @@ def test_an_invalid_address_is_email_signin_and_changes_nothing(app, actions, ma
     assert follow.headers["Location"].startswith("http://localhost/auth/signin?error=EmailSignin")
     assert mailbox.messages == []
     for model in (VerificationToken, User):
-        assert count(app, model) == 0
+        assert row_count(app, model) == 0
 
 
 def test_requesting_a_link_needs_the_csrf_token(app, actions, mailbox):
     r = actions.client.post("/auth/signin/email", data={"email": "ann@example.com"})
     assert r.headers["Location"].endswith("/auth/signin?error=MissingCSRF")
     assert mailbox.messages == []
-    assert count(app, VerificationToken) == 0
+    assert row_count(app, VerificationToken) == 0
 
 
 def test_pressing_the_button_needs_the_csrf_token_and_a_failure_spends_nothing(
@@ -255,7 +251,7 @@ def test_pressing_the_button_needs_the_csrf_token_and_a_failure_spends_nothing(
     link = link_of(mailbox.last())
     r = actions.post_link(link, csrf="forged")
     assert r.headers["Location"].endswith("/auth/signin?error=MissingCSRF")
-    assert count(app, VerificationToken) == 1
+    assert row_count(app, VerificationToken) == 1
     assert actions.confirm(link).headers["Location"] == "http://localhost/"
 
 

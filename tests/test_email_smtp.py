@@ -5,9 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-import sqlalchemy as sa
 
-from webapp.extensions import db
 from webapp.models import VerificationToken
 from webapp.settings import ConfigError
 
@@ -19,11 +17,7 @@ from .fixtures_smtp import (
     link_of,
     text_of,
 )
-
-
-def token_rows(app) -> int:
-    with app.app_context():
-        return db.session.scalar(sa.select(sa.func.count()).select_from(VerificationToken))
+from .helpers import row_count
 
 
 def test_link_from_a_real_smtp_message_signs_in(email_app, mailbox):
@@ -109,7 +103,7 @@ def test_a_wrong_smtp_password_is_email_signin_and_leaves_no_token(email_app, ma
     r = EmailActions(app.test_client()).request_link("ann@example.com")
     assert r.headers["Location"].endswith("/auth/error?error=EmailSignin")
     assert mailbox.messages == []
-    assert token_rows(app) == 0
+    assert row_count(app, VerificationToken) == 0
 
 
 @pytest.mark.parametrize("kind", ["starttls", "smtps"])
@@ -136,7 +130,7 @@ def test_an_untrusted_certificate_is_email_signin(make_app, tls_mailboxes):
     r = EmailActions(app.test_client()).request_link("ann@example.com")
     assert r.headers["Location"].endswith("/auth/error?error=EmailSignin")
     assert tls_mailboxes.smtps.messages == []
-    assert token_rows(app) == 0
+    assert row_count(app, VerificationToken) == 0
 
 
 @pytest.mark.parametrize(
@@ -163,7 +157,7 @@ def test_failed_delivery_is_email_signin_and_leaves_nothing(
     assert r.headers["Location"] == (
         "http://localhost/auth/error?error=EmailSignin&callbackUrl=%2Faccount"
     )
-    assert token_rows(app) == 0
+    assert row_count(app, VerificationToken) == 0
     assert mailbox.messages == []
     # The browser got no code binding either: the request never happened.
     assert client.get_cookie("auth.email-browser", path="/auth") is None

@@ -5,21 +5,15 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-import sqlalchemy as sa
 from freezegun import freeze_time
 
-from webapp.extensions import db
 from webapp.models import VerificationToken
 from webapp.settings import ConfigError, RateLimit
 
 from .fixtures_smtp import EmailActions, link_of
+from .helpers import row_count
 
 VERIFY_REQUEST = "http://localhost/auth/verify-request?provider=email&type=email"
-
-
-def tokens(app) -> int:
-    with app.app_context():
-        return db.session.scalar(sa.select(sa.func.count()).select_from(VerificationToken))
 
 
 def request_from(app, address: str, ip: str = "198.51.100.7"):
@@ -49,7 +43,7 @@ def test_the_fourth_message_to_an_address_from_one_ip_is_not_sent_even_after_a_r
     assert throttled.status_code == 302
     assert throttled.headers["Location"] == VERIFY_REQUEST
     assert len(mailbox.messages) == 3
-    assert tokens(restarted) == 3
+    assert row_count(restarted, VerificationToken) == 3
     # Another address is not affected.
     request_from(restarted, "bob@example.com")
     assert len(mailbox.messages) == 4

@@ -26,6 +26,7 @@ from webapp.proxies import ForwardedHeaders
 from webapp.settings import ConfigError, TrustedProxies, load_settings
 
 from .fixtures_smtp import Mailbox, link_of
+from .helpers import row_count
 from .oauth_support import FakeIdP, fake_idp, query_of, write_providers_toml
 
 SITE = "app.example"
@@ -225,9 +226,8 @@ def test_a_foreign_host_is_refused_before_anything_is_written_or_sent(
         "expectedHost": SITE,
     }
     assert mailbox.messages == []
-    with app.app_context():
-        assert db.session.query(VerificationToken).count() == 0
-        assert db.session.query(User).count() == 0
+    assert row_count(app, VerificationToken) == 0
+    assert row_count(app, User) == 0
 
 
 @pytest.mark.parametrize("host", [SITE, f"{SITE}:8443", SITE.upper(), f"{SITE}."])

@@ -120,8 +120,17 @@ def test_key_file_is_relative_to_the_toml_file(
 
 
 def test_http_issuer_on_loopback_or_when_allowed(make_oauth_app: Callable[..., Flask]) -> None:
-    make_oauth_app([{**BASE, "issuer": "http://127.0.0.1:8080/realms/dev"}])
-    make_oauth_app([{**BASE, "issuer": "http://sso.internal", "allow_insecure": True}])
+    loopback = make_oauth_app([{**BASE, "issuer": "http://127.0.0.1:8080/realms/dev"}])
+    with loopback.app_context():
+        config = providers()["corp"].config  # type: ignore[attr-defined]
+        assert (config.issuer, config.allow_insecure) == ("http://127.0.0.1:8080/realms/dev", False)
+    internal = {**BASE, "issuer": "http://sso.internal"}
+    with pytest.raises(ConfigError, match="^provider 'corp': issuer must be an https:// URL"):
+        make_oauth_app([internal])
+    allowed = make_oauth_app([{**internal, "allow_insecure": True}])
+    with allowed.app_context():
+        config = providers()["corp"].config  # type: ignore[attr-defined]
+        assert (config.issuer, config.allow_insecure) == ("http://sso.internal", True)
 
 
 def test_client_secret_from_the_environment(make_oauth_app: Callable[..., Flask]) -> None:

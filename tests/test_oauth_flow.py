@@ -13,11 +13,11 @@ from flask import Flask
 from webapp.extensions import db
 from webapp.models import Account, Session, User
 
+from .helpers import demo_sign_in, free_port
 from .oauth_support import (
     APP_ORIGIN,
     CLIENT_METHODS,
     Browser,
-    demo_sign_in,
     email_sign_in,
     error_of,
     query_of,
@@ -34,7 +34,7 @@ def rows(app: Flask, model: Any) -> list[Any]:
 
 
 def flow_cookie(provider_id: str, item: str, state: str) -> str:
-    """The name of one sign-in flow's cookie (see webapp.auth.oauth_checks)."""
+    """The name of one sign-in flow's cookie (see webapp.auth.oauth.checks)."""
     return f"auth.{item}.{provider_id}.{hashlib.sha256(state.encode()).hexdigest()[:16]}"
 
 
@@ -219,7 +219,7 @@ def test_known_account_signs_in_its_user(node_op: Any, make_oauth_app: Any) -> N
 def test_signed_in_user_gets_the_new_account_linked(node_op: Any, make_oauth_app: Any) -> None:
     app = make_oauth_app([node_op.provider_config("op-basic")])
     browser = Browser(app.test_client())
-    demo_sign_in(browser.client, "someone@example.com")
+    assert error_of(demo_sign_in(browser.client, "someone@example.com")) is None
     assert error_of(browser.sign_in("op-basic", login_hint="alice")) is None
     [user] = rows(app, User)
     assert user.email == "someone@example.com"
@@ -233,7 +233,7 @@ def test_account_of_another_user_is_not_taken_over_while_signed_in(
     app = make_oauth_app([node_op.provider_config("op-basic")])
     assert error_of(Browser(app.test_client()).sign_in("op-basic", login_hint="carol")) is None
     browser = Browser(app.test_client())
-    demo_sign_in(browser.client, "someone@example.com")
+    assert error_of(demo_sign_in(browser.client, "someone@example.com")) is None
     assert error_of(browser.sign_in("op-basic", login_hint="carol")) == "OAuthAccountNotLinked"
     carol, someone = rows(app, User)
     assert [a.user_id for a in rows(app, Account) if a.provider == "op-basic"] == [carol.id]
@@ -246,7 +246,7 @@ def test_signed_in_user_cannot_link_an_account_with_another_users_email(
     # Alice owns her address (proven by e-mail); an unverified holder would not block.
     email_sign_in(app.test_client(), mailbox, "alice@example.com")
     browser = Browser(app.test_client())
-    demo_sign_in(browser.client, "someone@example.com")
+    assert error_of(demo_sign_in(browser.client, "someone@example.com")) is None
     assert error_of(browser.sign_in("op-basic", login_hint="alice")) == "OAuthAccountNotLinked"
     assert [a.provider for a in rows(app, Account)] == ["email", "demo"]
 
@@ -310,11 +310,9 @@ def test_new_identity_creates_user_and_account(node_op: Any, make_oauth_app: Any
 
 
 def test_provider_down_is_oauth_signin(make_oauth_app: Any, node_op: Any) -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    # Nothing listens on the port any more: connection refused.
-    app = make_oauth_app([node_op.provider_config("op-basic", issuer=f"http://127.0.0.1:{port}")])
+    # Nothing listens on the port: connection refused.
+    issuer = f"http://127.0.0.1:{free_port()}"
+    app = make_oauth_app([node_op.provider_config("op-basic", issuer=issuer)])
     browser = Browser(app.test_client())
     response = browser.start("op-basic")
     assert error_of(response) == "OAuthSignin"

@@ -18,6 +18,7 @@ from joserfc.jwk import ECKey, OctKey, RSAKey
 from webapp.extensions import db
 from webapp.models import Account, Session, User
 
+from .helpers import row_count
 from .oauth_support import SECRET, Browser, FakeIdP, error_of, fake_idp, query_of
 
 
@@ -30,11 +31,6 @@ def fake() -> Iterator[FakeIdP]:
 @pytest.fixture
 def app(fake: FakeIdP, make_oauth_app: Callable[..., Flask]) -> Flask:
     return make_oauth_app([fake.provider_config()])
-
-
-def count(app: Flask, model: Any) -> int:
-    with app.app_context():
-        return int(db.session.execute(sa.select(sa.func.count()).select_from(model)).scalar_one())
 
 
 def sign_in(app: Flask) -> Any:
@@ -104,7 +100,7 @@ def test_invalid_id_token_is_refused_and_nothing_stored(
 ) -> None:
     BAD_TOKENS[case](fake)
     assert error_of(sign_in(app)) == "OAuthCallback"
-    assert count(app, User) == count(app, Account) == count(app, Session) == 0
+    assert row_count(app, User) == row_count(app, Account) == row_count(app, Session) == 0
 
 
 def test_token_without_kid_uses_the_one_key_that_fits(fake: FakeIdP, app: Flask) -> None:
@@ -197,7 +193,7 @@ def test_stalling_token_endpoint_is_oauth_callback(
         assert error_of(sign_in(app)) == "OAuthCallback"
     finally:
         release.set()
-    assert count(app, User) == 0
+    assert row_count(app, User) == 0
 
 
 def test_concurrent_first_sign_ins_create_one_user(fake: FakeIdP, app: Flask) -> None:
@@ -225,4 +221,4 @@ def test_concurrent_first_sign_ins_create_one_user(fake: FakeIdP, app: Flask) ->
     for thread in threads:
         thread.join(60)
     assert [(r.status_code, error_of(r)) for r in results] == [(302, None), (302, None)]
-    assert (count(app, User), count(app, Account), count(app, Session)) == (1, 1, 2)
+    assert (row_count(app, User), row_count(app, Account), row_count(app, Session)) == (1, 1, 2)

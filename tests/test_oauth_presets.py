@@ -15,7 +15,7 @@ from flask import Flask
 from joserfc import jwt
 from joserfc.jwk import ECKey
 
-from webapp.auth.providers.presets import PRESETS
+from webapp.auth.oauth.presets import PRESETS
 from webapp.extensions import db
 from webapp.models import Account, User
 

@@ -23,7 +23,8 @@ import pytest
 import requests
 
 from .conftest import IN_CI, TEST_SECRET, migrate_database
-from .fixtures_smtp import Mailbox, free_port, link_of
+from .fixtures_smtp import Mailbox, link_of
+from .helpers import free_port
 
 pytestmark = pytest.mark.e2e
 

@@ -11,17 +11,17 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from datetime import timedelta
-from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from flask import Flask
-from flask.testing import FlaskClient
 from freezegun import freeze_time
 
+from webapp.clock import utcnow
 from webapp.extensions import db
-from webapp.models import Account, User, utcnow
+from webapp.models import Account, User
 
+from .helpers import demo_sign_in, row_count
 from .oauth_support import Browser, FakeIdP, fake_idp
 
 LATER = timedelta(hours=3)
@@ -46,14 +46,6 @@ def app(idp: FakeIdP, make_oauth_app: Callable[..., Flask]) -> Flask:
     return make_oauth_app([idp.provider_config("fake")], AUTH_DEMO_CREDENTIALS="true")
 
 
-def _demo_signin(client: FlaskClient, **form: str) -> Any:
-    token = client.get("/auth/csrf").json["csrfToken"]  # type: ignore[index]
-    return client.post(
-        "/auth/callback/demo",
-        data={"csrfToken": token, "email": "ann@example.com", "password": "demo", **form},
-    )
-
-
 def _accounts(app: Flask) -> list[str]:
     with app.app_context():
         return sorted(db.session.scalars(sa.select(Account.provider)))
@@ -63,7 +55,7 @@ def test_an_old_session_cannot_link_a_provider(app: Flask, idp: FakeIdP) -> None
     start = utcnow()
     browser = Browser(app.test_client())
     with freeze_time(start):
-        _demo_signin(browser.client)
+        demo_sign_in(browser.client)
     with freeze_time(start + LATER):
         answer = browser.start("fake")
         assert answer.headers["Location"] == (
@@ -78,7 +70,7 @@ def test_the_callback_refuses_a_link_once_the_session_is_old(app: Flask, idp: Fa
     start = utcnow()
     browser = Browser(app.test_client())
     with freeze_time(start) as frozen:
-        _demo_signin(browser.client)
+        demo_sign_in(browser.client)
         frozen.tick(timedelta(minutes=9))
         redirect = browser.start("fake")
         assert redirect.status_code == 302 and redirect.headers["Location"].startswith(idp.issuer)
@@ -89,8 +81,7 @@ def test_the_callback_refuses_a_link_once_the_session_is_old(app: Flask, idp: Fa
             "http://localhost/account/confirm?next=%2Faccount%2Flink%2Ffake"
         )
     assert _accounts(app) == ["demo"]
-    with app.app_context():
-        assert db.session.query(User).count() == 1
+    assert row_count(app, User) == 1
 
 
 def test_confirming_with_a_linked_method_brings_the_person_back_to_link(
@@ -99,14 +90,14 @@ def test_confirming_with_a_linked_method_brings_the_person_back_to_link(
     start = utcnow()
     browser = Browser(app.test_client())
     with freeze_time(start):
-        _demo_signin(browser.client)
+        demo_sign_in(browser.client)
     with freeze_time(start + LATER):
         confirm = browser.client.get("/account/confirm?next=/account/link/fake")
         page = confirm.get_data(as_text=True)
         # Only Ann's own method is offered, pre-filled; not the provider being linked.
         assert 'action="/auth/callback/demo"' in page and 'value="ann@example.com"' in page
         assert "/auth/signin/fake" not in page
-        back = _demo_signin(browser.client, callbackUrl="/account/link/fake")
+        back = demo_sign_in(browser.client, callbackUrl="/account/link/fake")
         assert back.headers["Location"] == "http://localhost/account/link/fake"
         step = browser.client.get("/account/link/fake").get_data(as_text=True)
         assert 'action="/auth/signin/fake"' in step
@@ -119,7 +110,7 @@ def test_an_old_session_cannot_unlink_a_method(app: Flask, idp: FakeIdP) -> None
     start = utcnow()
     browser = Browser(app.test_client())
     with freeze_time(start):
-        _demo_signin(browser.client)
+        demo_sign_in(browser.client)
         browser.sign_in("fake")  # linked while recent
     assert _accounts(app) == ["demo", "fake"]
     with app.app_context():
@@ -167,7 +158,7 @@ def test_the_window_is_a_setting(idp: FakeIdP, make_oauth_app: Callable[..., Fla
     start = utcnow()
     browser = Browser(app.test_client())
     with freeze_time(start):
-        _demo_signin(browser.client)
+        demo_sign_in(browser.client)
     with freeze_time(start + timedelta(minutes=119)):
         assert browser.start("fake").headers["Location"].startswith(idp.issuer)
     with freeze_time(start + timedelta(minutes=121)):
@@ -176,7 +167,7 @@ def test_the_window_is_a_setting(idp: FakeIdP, make_oauth_app: Callable[..., Fla
 
 def test_the_confirmation_page_only_returns_to_this_site(app: Flask) -> None:
     client = app.test_client()
-    _demo_signin(client)
+    demo_sign_in(client)
     for target in ("https://evil.example/x", "//evil.example", "/\\evil.example"):
         page = client.get("/account/confirm", query_string={"next": target})
         assert "evil.example" not in page.get_data(as_text=True)

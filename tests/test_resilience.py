@@ -8,7 +8,8 @@ import sqlalchemy as sa
 from webapp import create_app
 from webapp.extensions import db
 
-from .conftest import TEST_SECRET, AuthActions, base_config, pg_admin_engine
+from .conftest import TEST_SECRET, base_config, pg_admin_engine
+from .helpers import demo_sign_in
 
 # Port 1 on loopback: nothing listens, so connections are refused at once.
 DOWN = "postgresql+psycopg://postgres@127.0.0.1:1/nothing"
@@ -54,11 +55,7 @@ def test_what_needs_no_database_still_works(down_client):
 
 
 def test_signin_with_the_database_down_changes_nothing_and_says_so(down_client):
-    token = down_client.get("/auth/csrf").json["csrfToken"]
-    r = down_client.post(
-        "/auth/callback/demo",
-        data={"csrfToken": token, "email": "ann@example.com", "password": "demo"},
-    )
+    r = demo_sign_in(down_client)
     assert r.status_code == 503
     assert "session-token" not in r.headers.get("Set-Cookie", "")
 
@@ -70,7 +67,7 @@ def test_a_dropped_connection_costs_one_503_and_leaves_the_pool(postgres_url):
     # request must get a fresh one, as SQLAlchemy's own pool invalidation would give.
     app = create_app(base_config(postgres_url), environ={})
     client = app.test_client()
-    AuthActions(client).signin()
+    demo_sign_in(client)
     with app.app_context():
         db.engine.dispose()
         held = [db.engine.raw_connection() for _ in range(3)]

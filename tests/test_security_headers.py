@@ -6,6 +6,8 @@ import pytest
 
 from webapp.settings import ConfigError, load_settings
 
+from .helpers import demo_sign_in
+
 HTMX = {"HX-Request": "true"}
 PRIVATE = "private, no-store"
 HTTPS = "https://localhost"
@@ -96,13 +98,7 @@ def test_hsts_on_every_answer_with_an_https_auth_url(make_app):
 
 def test_hsts_also_on_signed_in_pages_with_secure_cookies(make_app):
     client = https_client(make_app)
-    token = client.get("/auth/csrf", base_url=HTTPS).json["csrfToken"]
-    r = client.post(
-        "/auth/callback/demo",
-        base_url=HTTPS,
-        data={"csrfToken": token, "email": "ann@example.com", "password": "demo"},
-        headers={"Referer": "https://localhost/auth/signin"},
-    )
+    r = demo_sign_in(client, base_url=HTTPS, headers={"Referer": "https://localhost/auth/signin"})
     assert any(
         h.startswith("__Secure-auth.session-token=") for h in r.headers.getlist("Set-Cookie")
     )

@@ -14,14 +14,9 @@ from pathlib import Path
 import requests
 
 from .conftest import TEST_SECRET, migrate_database
+from .helpers import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextmanager
@@ -29,7 +24,7 @@ def _gunicorn(tmp_path: Path) -> Iterator[tuple[str, Path, Path]]:
     """Run gunicorn with the repository's config; yield its URL, access and error logs."""
     url = f"sqlite:///{tmp_path / 'serve.sqlite3'}"
     migrate_database(url)
-    port = _free_port()
+    port = free_port()
     access, errors = tmp_path / "access.log", tmp_path / "error.log"
     env = {
         **os.environ,

@@ -17,7 +17,8 @@ from webapp.extensions import db
 from webapp.models import Session, User
 from webapp.settings import ConfigError, load_settings
 
-from .conftest import AuthActions, base_config
+from .conftest import base_config
+from .helpers import AuthActions, demo_sign_in
 
 START = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 DAY = timedelta(days=1)
@@ -174,7 +175,7 @@ def test_limits_default_and_come_from_the_toml_file(tmp_path):
 def fresh_signin(client, email="ann@example.com"):
     """Sign in as a new browser would: without this client's previous session cookie."""
     client.delete_cookie("auth.session-token")
-    r = AuthActions(client).signin(email)
+    r = demo_sign_in(client, email)
     assert r.status_code == 302
     return client.get_cookie("auth.session-token").value
 
@@ -219,7 +220,7 @@ def test_51_sign_ins_leave_50_sessions_and_end_the_least_recently_used(app, coun
         assert first.get("/auth/session").json is not None
 
 
-def test_the_cap_is_a_setting_and_expired_sessions_do_not_count(make_app):
+def test_the_cap_is_a_setting_and_expired_sessions_do_not_count(make_app, session_factory):
     app = make_app(AUTH_MAX_SESSIONS_PER_USER="3")
     client = app.test_client()
     with freeze_time(START):
@@ -227,18 +228,10 @@ def test_the_cap_is_a_setting_and_expired_sessions_do_not_count(make_app):
     with freeze_time(START + timedelta(minutes=1)):
         b = fresh_signin(client)
     ann = user_id(app)
-    with app.app_context():
-        # An expired row, more recently active than both: an ended session, not a slot.
-        db.session.add(
-            Session(
-                user_id=ann,
-                token_hash="0" * 64,
-                expires=START,
-                created_at=START,
-                last_active_at=START + timedelta(hours=1),
-            )
-        )
-        db.session.commit()
+    # An expired row, more recently active than both: an ended session, not a slot.
+    session_factory(
+        app, ann, expires=START, created_at=START, last_active_at=START + timedelta(hours=1)
+    )
     with freeze_time(START + timedelta(hours=2)):
         c = fresh_signin(client)
     assert {r.token_hash for r in rows(app, user_id=ann)} == {hash_token(t) for t in (a, b, c)}
@@ -261,31 +254,26 @@ def test_a_cap_of_one_keeps_only_the_newest_sign_in(make_app):
         assert two.get("/auth/session").json is not None
 
 
-def test_concurrent_sign_ins_never_end_a_session_the_cap_keeps(postgres_url):
+def test_concurrent_sign_ins_never_end_a_session_the_cap_keeps(
+    postgres_url, user_factory, session_factory
+):
     # Two sign-ins of one user at once on PostgreSQL (READ COMMITTED): the second's DELETE
     # runs while the first is uncommitted, so neither sees the other's new session. Both
     # pick the same least recently used victim; the user briefly holds one session more
     # than the cap rather than losing one the cap would keep.
     app = create_app(base_config(postgres_url, AUTH_MAX_SESSIONS_PER_USER="3"), environ={})
     try:
-        with app.app_context():
-            user = User(email="ann@example.com")
-            db.session.add(user)
-            db.session.flush()
-            old = []
-            for i in range(3):
-                session = Session(
-                    user_id=user.id,
-                    token_hash=f"{i}" * 64,
-                    expires=START + 400 * DAY,
-                    created_at=START,
-                    last_active_at=START + i * timedelta(minutes=1),
-                )
-                db.session.add(session)
-                db.session.flush()
-                old.append(session.id)
-            db.session.commit()
-            uid = user.id
+        uid = user_factory(app, email="ann@example.com")
+        old = [
+            session_factory(
+                app,
+                uid,
+                expires=START + 400 * DAY,
+                created_at=START,
+                last_active_at=START + i * timedelta(minutes=1),
+            ).id
+            for i in range(3)
+        ]
 
         created: dict[str, int] = {}
         first_done, release = threading.Event(), threading.Event()

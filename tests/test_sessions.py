@@ -12,6 +12,8 @@ from webapp.auth.sessions import _READ
 from webapp.extensions import db
 from webapp.models import Session
 
+from .helpers import demo_sign_in
+
 START = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 DAY = timedelta(days=1)
 
@@ -40,12 +42,8 @@ def test_cookie_attributes_on_https(make_app):
     csrf_response = client.get("/auth/csrf", base_url="https://localhost")
     assert "__Host-auth.csrf-token=" in csrf_response.headers["Set-Cookie"]
     assert "Secure" in csrf_response.headers["Set-Cookie"]
-    token = csrf_response.json["csrfToken"]
-    r = client.post(
-        "/auth/callback/demo",
-        base_url="https://localhost",
-        data={"csrfToken": token, "email": "ann@example.com", "password": "demo"},
-        headers={"Referer": "https://localhost/auth/signin"},
+    r = demo_sign_in(
+        client, base_url="https://localhost", headers={"Referer": "https://localhost/auth/signin"}
     )
     assert r.status_code == 302, r.headers.get("Location")
     [cookie] = set_cookies(r)
@@ -219,19 +217,16 @@ def test_deleting_the_user_cascades_to_sessions(app, client, auth):
     assert client.get("/auth/session").json is None
 
 
-def test_active_sessions_view_shows_live_sessions_without_the_hash(app, client, auth):
+def test_active_sessions_view_shows_live_sessions_without_the_hash(
+    app, client, auth, session_factory
+):
     auth.signin("ann@example.com")
     with app.app_context():
         rows = db.session.execute(sa.text("SELECT * FROM active_sessions")).mappings().all()
-        expired = Session(
-            user_id=rows[0]["user_id"],
-            token_hash="0" * 64,
-            expires=datetime.now(UTC) - DAY,
-            ip="192.0.2.1",
-            provider="demo",
-        )
-        db.session.add(expired)
-        db.session.commit()
+    session_factory(
+        app, rows[0]["user_id"], expires=datetime.now(UTC) - DAY, ip="192.0.2.1", provider="demo"
+    )
+    with app.app_context():
         rows = db.session.execute(sa.text("SELECT * FROM active_sessions")).mappings().all()
     assert len(rows) == 1
     row = rows[0]
@@ -248,12 +243,7 @@ def test_sql_count_headers_report_the_hot_read(make_app):
     client = make_app(SQL_COUNT_HEADERS="true").test_client()
     r = client.get("/auth/session")
     assert (r.headers["X-SQL-Statements"], r.headers["X-SQL-Writes"]) == ("0", "0")
-    data = {
-        "csrfToken": client.get("/auth/csrf").json["csrfToken"],
-        "email": "ann@example.com",
-        "password": "demo",
-    }
-    assert int(client.post("/auth/callback/demo", data=data).headers["X-SQL-Writes"]) >= 1
+    assert int(demo_sign_in(client).headers["X-SQL-Writes"]) >= 1
     r = client.get("/auth/session")
     assert r.json["user"]["email"] == "ann@example.com"
     assert (r.headers["X-SQL-Statements"], r.headers["X-SQL-Writes"]) == ("1", "0")

@@ -1,10 +1,10 @@
 // Bundle the React islands and htmx into webapp/static/dist with content-hashed names, and
-// write manifest.json (logical name -> file) for webapp/assets.py.
+// write manifest.json (logical name -> file) for webapp/ui/assets.py.
 //
 //   node ui-src/build.mjs [outdir]
 //
 // The output is deterministic (same sources and lockfile -> same bytes), which is what lets
-// tests/test_assets.py rebuild into a temporary folder and compare it with the committed one.
+// tests/test_front_end.py rebuild into a temporary folder and compare it with the committed one.
 import { mkdir, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";

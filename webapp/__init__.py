@@ -15,7 +15,7 @@ from webapp.auth.cookies import CSRF_COOKIE, apply_cookies, cookie_name
 from webapp.auth.hooks import AuthHooks
 from webapp.cookie_session import CookieSessionInterface
 from webapp.extensions import csrf, db, login_manager
-from webapp.settings import Settings, load_settings
+from webapp.settings import Settings, install, load_settings
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ def create_app(
     app = Flask(__name__, instance_relative_config=True)
     Path(app.instance_path).mkdir(parents=True, exist_ok=True)
     conf = load_settings(environ, config, instance_path=app.instance_path)
-    app.extensions["webapp.settings"] = conf
+    install(app, conf)
     app.extensions["webapp.hooks"] = hooks or AuthHooks()
     _configure_flask(app, conf)
     app.session_interface = CookieSessionInterface()
@@ -52,7 +52,7 @@ def create_app(
     observability.init_app(app)
     database.init_app(app)
     if conf.sql_count_headers:
-        sqlcount.init_app(app)
+        sqlcount.init_app(app, conf)
     if migrations:
         from flask_migrate import Migrate
 
@@ -60,20 +60,17 @@ def create_app(
     csrf.init_app(app)
     _init_login(app)
 
-    from webapp import ui
+    from webapp import auth, ui
     from webapp.account import api as account_api
     from webapp.account import views as account_views
-    from webapp.auth.providers import build_providers
-    from webapp.auth.views import bp as auth_bp
     from webapp.cli import auth_cli
     from webapp.pages import bp as pages_bp
 
-    app.extensions["webapp.providers"] = build_providers(conf)
-    app.register_blueprint(auth_bp, url_prefix=conf.base_path or None)
+    auth.init_app(app, conf)
     app.register_blueprint(pages_bp)
     app.register_blueprint(account_views.bp)
     app.register_blueprint(account_api.bp, url_prefix="/account/api")
-    ui.init_app(app)
+    ui.init_app(app, conf)
     app.cli.add_command(auth_cli)
     app.after_request(apply_cookies)
     errors.init_app(app)

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import click
 from flask.cli import AppGroup
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, select
 
 from webapp import logsafe
 from webapp.auth import ratelimit
+from webapp.auth.addresses import InvalidAddress, normalize_email
 from webapp.auth.sessions import delete_expired
+from webapp.clock import utcnow
 from webapp.database import execute_counting
 from webapp.extensions import db
-from webapp.models import Session, User, VerificationToken, utcnow
+from webapp.models import Session, User, VerificationToken
 
 auth_cli = AppGroup("auth", help="Inspect and clean up sign-in data.")
 
@@ -38,7 +40,7 @@ def list_sessions(email: str | None, include_expired: bool) -> None:
     """List sessions: id, user, created, last active, expires, IP, provider, user agent."""
     query = select(Session, User.email).join(User).order_by(Session.last_active_at.desc())
     if email:
-        query = query.where(func.lower(User.email) == email.strip().lower())
+        query = query.where(User.email == _address(email))
     if not include_expired:
         query = query.where(Session.expires > utcnow())
     rows = db.session.execute(query).all()
@@ -75,9 +77,7 @@ def revoke(email: str | None, session_id: int | None) -> None:
         # Every user holding the address: its verified owner and any unverified claimant
         # (an address is identity only once verified, so several users may show it).
         user_ids = list(
-            db.session.scalars(
-                select(User.id).where(func.lower(User.email) == str(email).strip().lower())
-            )
+            db.session.scalars(select(User.id).where(User.email == _address(str(email))))
         )
         if not user_ids:
             raise click.ClickException(f"no user with e-mail {email}")
@@ -87,6 +87,14 @@ def revoke(email: str | None, session_id: int | None) -> None:
     if session_id is not None and count == 0:
         raise click.ClickException(f"no session with id {session_id}")
     click.echo(f"revoked {count} session(s){users}")
+
+
+def _address(email: str) -> str:
+    """The address as users.email holds it (the one normal form), or a usage error."""
+    try:
+        return normalize_email(email)
+    except InvalidAddress as exc:
+        raise click.BadParameter(f"{email!r} is not an e-mail address: {exc}") from None
 
 
 def _when(moment: object) -> str:

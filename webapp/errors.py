@@ -17,9 +17,9 @@ from werkzeug.wrappers import Response
 
 from webapp import logsafe
 from webapp.auth import urls
+from webapp.auth.errorpage import render_error_page
 from webapp.auth.views import wants_json
 from webapp.extensions import db
-from webapp.ui.errorpage import render_error_page
 
 log = logging.getLogger(__name__)
 

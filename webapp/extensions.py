@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from flask import current_app, g, request
+from flask import g, request
 from flask_login import LoginManager
 from flask_sqlalchemy import SQLAlchemy
 from flask_wtf import csrf as wtf_csrf
 from sqlalchemy import MetaData
 
 from webapp.hosts import is_own_origin
+from webapp.settings import current_settings
 
 # Deterministic constraint names, so migrations can drop and alter them on every database.
 NAMING_CONVENTION = {
@@ -32,7 +33,7 @@ class CSRFProtect(wtf_csrf.CSRFProtect):
         super().protect(apply_exemptions)
         if not g.get("csrf_valid"):
             return
-        conf = current_app.extensions["webapp.settings"]
+        conf = current_settings()
         origin = request.headers.get("Origin")
         if origin and origin != "null":
             if not is_own_origin(origin, conf):

@@ -27,15 +27,11 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
+from webapp.clock import utcnow
 from webapp.extensions import db
 
 # SQLite has no BIGINT autoincrement; the variant keeps integer primary keys working there.
 BigIntPK = BigInteger().with_variant(Integer(), "sqlite")
-
-
-def utcnow() -> datetime:
-    """Return the current time, timezone-aware in UTC."""
-    return datetime.now(UTC)
 
 
 class UTCDateTime(TypeDecorator[datetime]):

@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from flask import Flask, current_app
+
 log = logging.getLogger(__name__)
 
 ENVIRONMENTS = ("development", "production")
@@ -160,9 +162,9 @@ class Settings:
     #: Least time between two JWKS refetches caused by unknown ``kid``s, so a burst of
     #: forged tokens cannot make us hammer the provider (key rotation still works).
     jwks_refetch_interval: timedelta = timedelta(minutes=1)
-    #: How long the state, PKCE and nonce cookies of an OAuth sign-in live (spec §9).
+    #: How long the state, PKCE and nonce cookies of an OAuth sign-in live (docs/constants.md).
     oauth_check_max_age: timedelta = timedelta(seconds=900)
-    #: Lifetime of the JWTs we sign to authenticate at token endpoints (spec §9).
+    #: Lifetime of the JWTs we sign to authenticate at token endpoints (docs/constants.md).
     client_assertion_lifetime: timedelta = timedelta(seconds=60)
     #: Clock skew tolerated on ID token ``exp`` and ``iat``.
     id_token_leeway: timedelta = timedelta(seconds=60)
@@ -186,7 +188,7 @@ class Settings:
     email_address_limit: RateLimit = RateLimit(10, timedelta(hours=1))
     #: E-mail links requested per client IP per window, whatever the addresses.
     email_ip_limit: RateLimit = RateLimit(20, timedelta(minutes=10))
-    #: How long an e-mail link and its one-time code stay valid (spec §9).
+    #: How long an e-mail link and its one-time code stay valid (docs/constants.md).
     email_token_max_age: timedelta = timedelta(hours=24)
     #: Wrong one-time codes allowed per request; the last of them burns the request.
     email_code_max_attempts: int = 5
@@ -200,8 +202,6 @@ class Settings:
     email_outbox: str = "instance/outbox"
     #: A CA bundle to trust for the SMTP server's certificate (a private CA); default: system.
     email_ca_file: str | None = None
-    #: Extra settings of the TOML file's ``[auth]`` table that later features read.
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def is_development(self) -> bool:
@@ -229,6 +229,21 @@ class Settings:
     def derive_keys(self, purpose: str) -> list[bytes]:
         """Return the current key for ``purpose`` first, then those of previous secrets."""
         return [self.derive_key(purpose, s) for s in (self.secret, *self.previous_secrets)]
+
+
+#: Where ``create_app`` keeps the settings (``app.extensions``).
+EXTENSION_KEY = "webapp.settings"
+
+
+def current_settings() -> Settings:
+    """Return the running application's settings: the one way code reads them."""
+    conf: Settings = current_app.extensions[EXTENSION_KEY]
+    return conf
+
+
+def install(app: Flask, conf: Settings) -> None:
+    """Make ``conf`` the settings of ``app`` (``create_app`` calls this once)."""
+    app.extensions[EXTENSION_KEY] = conf
 
 
 def load_settings(
@@ -400,7 +415,6 @@ def load_settings(
         email_outbox=_opt_str(get("EMAIL_OUTBOX", "email_outbox"))
         or str(Path(instance_path).resolve() / "outbox"),
         email_ca_file=_opt_str(get("EMAIL_CA_FILE", "email_ca_file")),
-        extra={k: v for k, v in toml_auth.items() if k != "brand"},
         db_pool_size=pool_size,
         db_max_overflow=max_overflow,
         db_pool_pre_ping=bool(_parse_bool("DB_POOL_PRE_PING", get("DB_POOL_PRE_PING"))),

@@ -17,19 +17,20 @@ from sqlalchemy import Engine, event
 
 from webapp.database import driver_statement
 from webapp.extensions import db
+from webapp.settings import Settings
 
 STATEMENTS_HEADER = "X-SQL-Statements"
 WRITES_HEADER = "X-SQL-Writes"
 _WRITE_VERBS = ("INSERT", "UPDATE", "DELETE")
 
 
-def init_app(app: Flask) -> None:
+def init_app(app: Flask, conf: Settings) -> None:
     """Count this app's statements per request and report them in response headers."""
     with app.app_context():
         engine: Engine = db.engine
     event.listen(engine, "before_cursor_execute", _count_statement)
     driver_statement.connect(_count_driver_statement)
-    if app.extensions["webapp.settings"].db_pool_pre_ping:
+    if conf.db_pool_pre_ping:
         # The ping bypasses cursor events; count it at checkout, where it happens.
         event.listen(engine.pool, "checkout", _count_ping)
     app.after_request(_add_headers)

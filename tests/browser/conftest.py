@@ -25,7 +25,8 @@ from werkzeug.serving import make_server
 from webapp import create_app
 
 from ..conftest import _empty_tables, base_config
-from ..oauth_support import NodeOP, free_port
+from ..helpers import free_port
+from ..oauth_support import NodeOP
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

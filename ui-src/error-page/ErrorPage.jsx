@@ -4,7 +4,7 @@
 import { useState } from "react";
 import { readLastUsed } from "../chooser/lastUsed.js";
 
-/** view: the page model the server rendered (see webapp/errorpage.py). */
+/** view: the page model the server rendered (see webapp/auth/errorpage.py). */
 export function ErrorPage({ view, storage, clipboard }) {
   const [lastUsed] = useState(() => readLastUsed(storage));
   const [copied, setCopied] = useState("");

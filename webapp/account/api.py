@@ -18,7 +18,9 @@ from flask_wtf.csrf import CSRFError
 
 from webapp.account import flows
 from webapp.auth import reauth, urls
-from webapp.auth.sessions import AuthSession, current_session, iso_utc, mark_personal
+from webapp.auth.sessions import AuthSession, current_session
+from webapp.caching import mark_personal
+from webapp.clock import iso_utc
 from webapp.extensions import db
 
 bp = Blueprint("account_api", __name__)

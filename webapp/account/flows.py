@@ -16,9 +16,10 @@ from webapp.account.devices import describe_device
 from webapp.auth import reauth
 from webapp.auth.providers import providers
 from webapp.auth.sessions import AuthSession, end_current_session
+from webapp.clock import utcnow
 from webapp.database import execute_counting
 from webapp.extensions import db
-from webapp.models import Account, Session, User, VerificationToken, utcnow
+from webapp.models import Account, Session, User, VerificationToken
 
 #: Provider types a signed-in person can link with one button (a redirect round trip).
 LINKABLE_TYPES = frozenset({"oidc", "oauth"})
@@ -250,8 +251,8 @@ def delete_account(*, user_id: int, current: AuthSession, confirmation: str) -> 
     if user is None:
         raise AccountError(NOT_FOUND, "This account no longer exists.")
     end_current_session()
-    # Explicit deletes rather than ON DELETE CASCADE: SQLite enforces foreign keys only
-    # when a pragma is on, and the outcome must not depend on the database.
+    # Explicit deletes rather than relying on ON DELETE CASCADE: the outcome must not
+    # depend on a connection's foreign-key setting (SQLite's is per connection).
     db.session.execute(delete(Session).where(Session.user_id == user_id))
     db.session.execute(delete(Account).where(Account.user_id == user_id))
     if user.email:

@@ -28,7 +28,8 @@ from flask_login import current_user, login_required
 from webapp.account import flows
 from webapp.auth import reauth
 from webapp.auth.redirects import is_safe_callback_url
-from webapp.auth.sessions import AuthSession, current_session, mark_personal
+from webapp.auth.sessions import AuthSession, current_session
+from webapp.caching import mark_personal
 from webapp.extensions import db
 
 bp = Blueprint("account", __name__)

@@ -1,4 +1,4 @@
-"""E-mail address normalisation (spec §5): the one form an address is stored and compared in.
+"""E-mail address normalisation (docs/email.md): the one form an address is stored and compared in.
 
 The rule is deliberately simpler than RFC 5322: NFKC, trim, lower-case, exactly one ``@``,
 a non-empty local part, a domain with a dot and no empty labels, at most 254 characters.

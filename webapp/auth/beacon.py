@@ -16,7 +16,8 @@ from typing import Any
 from flask import Request
 
 from webapp import logsafe
-from webapp.auth import ratelimit, urls
+from webapp.auth import ratelimit
+from webapp.settings import current_settings
 
 client_log = logging.getLogger("webapp.client")
 
@@ -36,7 +37,7 @@ _PLAIN_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 def accept(request: Request) -> str | None:
     """Log one beacon; return None, or an error code for a 400/429 answer."""
-    conf = urls.settings()
+    conf = current_settings()
     length = request.content_length
     if length is None or length > conf.log_beacon_max_bytes:
         return "PayloadTooLarge" if length else "EmptyBody"

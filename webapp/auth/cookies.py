@@ -14,7 +14,7 @@ from datetime import datetime
 
 from flask import Response, g
 
-from webapp.auth import urls
+from webapp.settings import current_settings
 
 SESSION_COOKIE = "auth.session-token"
 CSRF_COOKIE = "auth.csrf-token"
@@ -22,7 +22,7 @@ CSRF_COOKIE = "auth.csrf-token"
 
 def cookie_name(base: str, *, host_only: bool = False, https: bool | None = None) -> str:
     """Return the cookie name to use for ``base`` under the AUTH_URL's scheme."""
-    if not (urls.settings().is_https if https is None else https):
+    if not (current_settings().is_https if https is None else https):
         return base
     return ("__Host-" if host_only else "__Secure-") + base
 
@@ -76,7 +76,7 @@ def apply_cookies(response: Response) -> Response:
     jar: dict[str, _Pending] | None = g.get("auth_cookie_jar")
     if not jar:
         return response
-    secure = urls.settings().is_https
+    secure = current_settings().is_https
     for c in jar.values():
         response.set_cookie(
             c.name,

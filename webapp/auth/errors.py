@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: Codes shown on the sign-in page, so the person can retry in place (spec §4).
+#: Codes shown on the sign-in page, so the person can retry in place (docs/errors.md).
 SIGNIN_CODES = frozenset(
     {
         "Signin",
@@ -104,8 +104,8 @@ MESSAGES: dict[str, ErrorText] = {
     ),
     "Verification": ErrorText(
         "This sign-in link no longer works",
-        "The link has expired, was already used, or is incomplete. Links work once and "
-        "expire after 24 hours.",
+        "The link has expired, was already used, or is incomplete. Each link works once, "
+        "for a limited time.",
         "Request a new link from the sign-in page.",
     ),
     "Configuration": ErrorText(

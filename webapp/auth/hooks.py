@@ -15,7 +15,7 @@ Hooks change what happens; signals only tell. An application registers hooks on 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from blinker import Namespace
@@ -46,14 +46,6 @@ class UserInfo:
     email_verified: bool = False
 
 
-@dataclass(frozen=True)
-class SigninDecision:
-    """What a sign-in hook decided: allow, deny (AccessDenied), or send the browser away."""
-
-    allow: bool = True
-    redirect_to: str | None = None
-
-
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -67,9 +59,8 @@ class AuthHooks:
     signin: Callable[..., bool | str] | None = None
     #: ``(url, base_url) -> str``: where to go after a flow (url is already checked safe).
     redirect: Callable[..., str] | None = None
-    #: ``(user) -> dict``: extra fields for the session JSON.
+    #: ``(user, session) -> dict``: extra fields for the session JSON.
     session: Callable[..., Mapping[str, Any]] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def authorize_credentials(self, fn: F) -> F:
         self.authorize = fn

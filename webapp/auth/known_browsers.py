@@ -15,7 +15,8 @@ import secrets
 from flask import request
 from itsdangerous import BadSignature, URLSafeSerializer
 
-from webapp.auth import cookies, urls
+from webapp.auth import cookies
+from webapp.settings import current_settings
 
 COOKIE = "auth.known-browser"
 #: Browsers cap cookie lifetimes at 400 days; each sign-in renews it.
@@ -26,7 +27,7 @@ MAX_IDENTIFIERS = 10
 
 def _serializer() -> URLSafeSerializer:
     # itsdangerous signs with the last key and accepts all: current secret last.
-    keys = list(reversed(urls.settings().derive_keys("known-browser")))
+    keys = list(reversed(current_settings().derive_keys("known-browser")))
     return URLSafeSerializer(keys, salt="known-browser")
 
 
@@ -56,5 +57,8 @@ def remember(identifier_hash: str) -> None:
     known = [identifier_hash, *(h for h in known if h != identifier_hash)][:MAX_IDENTIFIERS]
     value = _serializer().dumps({"b": browser or secrets.token_urlsafe(16), "i": known})
     cookies.set_cookie(
-        cookies.cookie_name(COOKIE), value, max_age=MAX_AGE, path=urls.settings().base_path or "/"
+        cookies.cookie_name(COOKIE),
+        value,
+        max_age=MAX_AGE,
+        path=current_settings().base_path or "/",
     )

@@ -30,7 +30,7 @@ from urllib.parse import unquote, urlsplit
 
 import jinja2
 
-from webapp.models import utcnow
+from webapp.clock import utcnow
 from webapp.settings import ConfigError, Settings, is_loopback_url
 
 log = logging.getLogger(__name__)

@@ -19,11 +19,12 @@ from ipaddress import IPv6Address, ip_address, ip_network
 from sqlalchemy import delete, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from webapp.auth import known_browsers, urls
+from webapp.auth import known_browsers
+from webapp.clock import utcnow
 from webapp.database import execute_counting
 from webapp.extensions import db
-from webapp.models import RateLimitCounter, utcnow
-from webapp.settings import RateLimit
+from webapp.models import RateLimitCounter
+from webapp.settings import RateLimit, current_settings
 
 
 def _window(limit: RateLimit, now: datetime) -> tuple[datetime, datetime]:
@@ -88,7 +89,7 @@ def identifier_hash(identifier: str) -> str:
     Keyed, so the counter table is no list of who tried to sign in, and the known-browser
     cookie names nobody.
     """
-    key = urls.settings().derive_key("throttle-identifier")
+    key = current_settings().derive_key("throttle-identifier")
     return hmac.new(key, identifier.encode(), "sha256").hexdigest()[:32]
 
 

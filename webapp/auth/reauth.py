@@ -14,9 +14,10 @@ from urllib.parse import urlencode
 from sqlalchemy import select
 
 from webapp.auth.sessions import AuthSession
-from webapp.auth.urls import settings
+from webapp.clock import utcnow
 from webapp.extensions import db
-from webapp.models import Account, utcnow
+from webapp.models import Account
+from webapp.settings import current_settings
 
 #: The page that asks for the fresh sign-in (webapp/account/views.py).
 CONFIRM_PATH = "/account/confirm"
@@ -24,12 +25,12 @@ CONFIRM_PATH = "/account/confirm"
 
 def is_recent(session: AuthSession) -> bool:
     """Whether ``session`` was created within the re-authentication window."""
-    return utcnow() - session.created_at <= settings().account_reauth_window
+    return utcnow() - session.created_at <= current_settings().account_reauth_window
 
 
 def window_minutes() -> int:
     """The re-authentication window in whole minutes, for the pages' explanations."""
-    return max(1, int(settings().account_reauth_window.total_seconds() // 60))
+    return max(1, int(current_settings().account_reauth_window.total_seconds() // 60))
 
 
 def confirm_url(next_path: str) -> str:

@@ -25,10 +25,13 @@ from flask import g, request
 from flask_login import UserMixin
 from sqlalchemy import Executable, bindparam, delete, insert, select, update
 
-from webapp.auth import cookies, urls
+from webapp.auth import cookies
+from webapp.caching import mark_personal
+from webapp.clock import iso_utc, utcnow
 from webapp.database import HotSelect, execute_counting
 from webapp.extensions import db
-from webapp.models import Session, User, utcnow
+from webapp.models import Session, User
+from webapp.settings import current_settings
 
 TOKEN_BYTES = 32
 
@@ -94,7 +97,7 @@ def read_session(token: str) -> tuple[AuthSession | None, bool]:
     """
     if not token or len(token) > 256:
         return None, False
-    conf = urls.settings()
+    conf = current_settings()
     row = _READ.first({"token_hash": hash_token(token)})
     if row is None:
         return None, False
@@ -162,19 +165,6 @@ def _queue_cookie(token: str | None, expires: datetime | None = None) -> None:
     mark_personal()
 
 
-def mark_personal() -> None:
-    """Mark this request's answer as personal, never to be cached (see ``ui.csp``)."""
-    g.auth_personal = True
-
-
-def answer_is_personal() -> bool:
-    """Whether this request's answer is personal: a session cookie was read (the answer was
-    made for a signed-in person, or clears a dead session's cookie), a session cookie was
-    set or cleared, or the view said so with ``mark_personal``."""
-    # One membership test, no more: the security headers ask this on every response.
-    return "auth_personal" in g
-
-
 def create_session(
     user_id: int, *, provider: str | None, provider_sid: str | None = None
 ) -> AuthSession:
@@ -183,7 +173,7 @@ def create_session(
     The user's live sessions beyond ``max_sessions_per_user`` are ended (see
     ``_end_least_recently_used``), in the caller's transaction.
     """
-    conf = urls.settings()
+    conf = current_settings()
     token = new_token()
     now = utcnow()
     expires = now + min(conf.session_max_age, conf.session_max_age_absolute)
@@ -300,10 +290,3 @@ def session_json(session: AuthSession) -> dict[str, object]:
         },
         "expires": iso_utc(session.expires),
     }
-
-
-def iso_utc(moment: datetime) -> str:
-    """Format as ISO-8601 UTC with milliseconds and ``Z``, as JavaScript's toISOString."""
-    # isoformat is four times faster than strftime, and this runs on every session read;
-    # its first 23 characters are "YYYY-MM-DDTHH:MM:SS.mmm", the offset is cut off.
-    return moment.isoformat(timespec="milliseconds")[:23] + "Z"

@@ -10,21 +10,15 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from flask import current_app, has_request_context, request
+from flask import has_request_context, request
 
 from webapp.hosts import hostname, request_host
-from webapp.settings import LOOPBACK_HOSTS, Settings
-
-
-def settings() -> Settings:
-    """Return the running application's settings."""
-    settings: Settings = current_app.extensions["webapp.settings"]
-    return settings
+from webapp.settings import LOOPBACK_HOSTS, current_settings
 
 
 def origin() -> str:
     """Return ``scheme://host[:port]`` of the site, e.g. ``https://example.com``."""
-    conf = settings()
+    conf = current_settings()
     if conf.auth_url_from_request and has_request_context():
         host = request_host()
         name = hostname(host)
@@ -35,7 +29,7 @@ def origin() -> str:
 
 def base_url() -> str:
     """Return the absolute auth base URL, e.g. ``https://example.com/auth``."""
-    return origin() + settings().base_path
+    return origin() + current_settings().base_path
 
 
 def auth_url(action: str, **params: str | None) -> str:

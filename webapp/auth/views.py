@@ -1,4 +1,4 @@
-"""The auth routes under AUTH_URL's path (spec §2). Views parse, call one flow, respond."""
+"""The auth routes under AUTH_URL's path (docs/routes.md). Views parse, call one flow, respond."""
 
 from __future__ import annotations
 
@@ -18,14 +18,15 @@ from werkzeug.wrappers import Response
 
 from webapp import logsafe
 from webapp.auth import beacon, urls
+from webapp.auth.errorpage import render_error_page
 from webapp.auth.errors import SIGNIN_CODES, AuthError, error_status, message_for
 from webapp.auth.hooks import current_hooks, session_read, signed_out
-from webapp.auth.providers import Outcome, Page, Redirect, providers
+from webapp.auth.providers import providers
+from webapp.auth.providers.base import Outcome, Page, Redirect
 from webapp.auth.redirects import is_safe_callback_url, resolve_redirect
 from webapp.auth.sessions import current_session, end_current_session, session_json
 from webapp.extensions import csrf, db
 from webapp.ui import csp
-from webapp.ui.errorpage import render_error_page
 
 log = logging.getLogger(__name__)
 

@@ -1,15 +1,14 @@
-"""The front end's server side: built assets, the security headers, and page view models."""
+"""The front end's server side: built assets and the security headers."""
 
 from __future__ import annotations
 
 from flask import Flask
 
-from webapp.ui import assets, chooser, csp, errorpage
+from webapp.settings import Settings
+from webapp.ui import assets, csp
 
 
-def init_app(app: Flask) -> None:
-    """Load the asset manifest, add the template helpers and the security headers."""
+def init_app(app: Flask, conf: Settings) -> None:
+    """Load the asset manifest, add the asset helpers and the security headers."""
     assets.init_app(app)
-    csp.init_app(app)
-    app.add_template_global(chooser.chooser_data)
-    app.add_template_global(errorpage.error_view)
+    csp.init_app(app, conf)

@@ -14,6 +14,8 @@ from pathlib import Path
 
 from flask import Blueprint, Flask, Response, current_app, request, url_for
 
+from webapp.settings import current_settings
+
 DIST_DIR = Path(__file__).resolve().parent.parent / "static" / "dist"
 MANIFEST = DIST_DIR / "manifest.json"
 IMMUTABLE = "public, max-age=31536000, immutable"
@@ -49,7 +51,7 @@ def asset_url(name: str) -> str:
 def brand_css() -> Response:
     # The brand colour as a stylesheet, not an inline style attribute: style-src 'self'
     # refuses inline styles. Settings accept only a hex colour, so nothing can be injected.
-    color = current_app.extensions["webapp.settings"].brand.color
+    color = current_settings().brand.color
     response = Response(f":root {{ --brand: {color}; }}\n", mimetype="text/css")
     response.headers["Cache-Control"] = IMMUTABLE if request.args.get("v") else "no-cache"
     return response
@@ -57,7 +59,7 @@ def brand_css() -> Response:
 
 def brand_css_url() -> str:
     """Return brand.css's URL, versioned by the colour so a new colour is a new URL."""
-    color = current_app.extensions["webapp.settings"].brand.color
+    color = current_settings().brand.color
     return url_for("assets.brand_css", v=hashlib.sha256(color.encode()).hexdigest()[:8])
 
 

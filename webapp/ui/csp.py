@@ -22,7 +22,7 @@ from typing import TypeVar
 from flask import Flask, Response
 from werkzeug.wrappers import Response as BaseResponse
 
-from webapp.auth.sessions import answer_is_personal
+from webapp.caching import answer_is_personal
 from webapp.settings import Settings
 
 POLICY = "; ".join(
@@ -75,9 +75,9 @@ def without_referrer(response: _R) -> _R:
     return response
 
 
-def init_app(app: Flask) -> None:
+def init_app(app: Flask, conf: Settings) -> None:
     """Add the headers to every response of ``app``; HSTS is prepared here, once."""
-    hsts = strict_transport_security(app.extensions["webapp.settings"])
+    hsts = strict_transport_security(conf)
     headers = HEADERS + [("Strict-Transport-Security", hsts)] if hsts else HEADERS
 
     def add_headers(response: Response) -> Response:

@@ -1,11 +1,7 @@
-"""The credentials provider: the application's ``authorize`` hook checks a form.
+"""The credentials provider: a form's fields, the hook that checks them, the demo hook.
 
-Unlike Auth.js, a successful check creates a database session. Attempts are throttled per
-identifier (the first field, usually the e-mail) and client address, counted in the
-database before the hook runs (``ratelimit.admit``), so a burst of parallel guesses gets
-no more hook calls than the limit; a right answer gives its count back. Once a limit is
-reached, attempts are refused without calling the hook, with the same
-``CredentialsSignin`` answer, until the window ends (docs/security.md, "Throttles").
+The sign-in itself (throttles, the hook's verdict, the session) is
+``webapp.auth.flows.credentials``.
 """
 
 from __future__ import annotations
@@ -17,12 +13,11 @@ from typing import Any
 
 from flask import request
 
-from webapp.auth import known_browsers, ratelimit, urls
-from webapp.auth.accounts import resolve_user
+from webapp.auth.addresses import InvalidAddress, normalize_email
 from webapp.auth.errors import AuthError
+from webapp.auth.flows.credentials import complete_credentials_signin
 from webapp.auth.hooks import UserInfo, current_hooks
-from webapp.auth.providers import Outcome, Provider, Redirect, register_kind
-from webapp.auth.signin import finish_signin
+from webapp.auth.providers.base import Outcome, Provider, Redirect
 from webapp.settings import ConfigError, Settings
 
 #: The demo hook's only password. The demo exists in development only (settings refuse it
@@ -68,39 +63,16 @@ class CredentialsProvider(Provider):
         if method != "POST":
             raise AuthError("CredentialsSignin", "credentials callback needs POST")
         submitted = {f.name: str(form.get(f.name, ""))[:1024] for f in self.fields}
-        identifier = f"{self.id}:{submitted[self.fields[0].name].strip().lower()}"
-        conf = urls.settings()
-        counted = ratelimit.admit(
-            ratelimit.signin_checks(
-                scope="credentials",
-                identifier=identifier,
-                address=request.remote_addr,
-                ip_limit=conf.credentials_ip_limit,
-                identifier_ip_limit=conf.credentials_identifier_ip_limit,
-                identifier_limit=conf.credentials_identifier_limit,
+        return Redirect(
+            complete_credentials_signin(
+                provider_id=self.id,
+                submitted=submitted,
+                identifier=submitted[self.fields[0].name],
+                authorize=self._authorize,
+                client_address=request.remote_addr,
+                callback_url=callback_url,
             )
         )
-        if counted is None:
-            raise AuthError("CredentialsSignin", "rate limited")
-
-        info = self._authorize(submitted)
-        if info is None or not (info.subject or info.email):
-            raise AuthError("CredentialsSignin", "authorize hook rejected the attempt")
-        # A right answer was no guess: it gives its count back, and this browser is known.
-        ratelimit.release(counted)
-        known_browsers.remember(ratelimit.identifier_hash(identifier))
-
-        resolved = resolve_user(
-            provider=self.id,
-            provider_type=self.type,
-            subject=str(info.subject or info.email),
-            info=info,
-            current_user_id=None,
-            # The application's own hook vouched for this person.
-            allow_email_linking=True,
-            create_error="CredentialsSignin",
-        )
-        return Redirect(finish_signin(resolved, provider=self.id, callback_url=callback_url))
 
     def _authorize(self, submitted: Mapping[str, str]) -> UserInfo | None:
         if self.demo:
@@ -113,11 +85,11 @@ class CredentialsProvider(Provider):
 
 def _demo_authorize(form: Mapping[str, str]) -> UserInfo | None:
     """Accept any well-formed address with DEMO_PASSWORD (development only)."""
-    email = form.get("email", "").strip().lower()
-    password = form.get("password", "")
-    if "@" not in email or len(email) > 254:
+    try:
+        email = normalize_email(form.get("email", ""))
+    except InvalidAddress:
         return None
-    if not hmac.compare_digest(password.encode(), DEMO_PASSWORD.encode()):
+    if not hmac.compare_digest(form.get("password", "").encode(), DEMO_PASSWORD.encode()):
         return None
     return UserInfo(email=email, name=email.split("@", 1)[0], subject=email)
 
@@ -128,7 +100,7 @@ def demo_provider() -> CredentialsProvider:
     )
 
 
-def _build(entry: Mapping[str, Any], conf: Settings) -> Provider:
+def build(entry: Mapping[str, Any], conf: Settings) -> Provider:
     raw_fields = entry.get("fields")
     fields: tuple[Field, ...] = DEFAULT_FIELDS
     if raw_fields is not None:
@@ -146,6 +118,3 @@ def _build(entry: Mapping[str, Any], conf: Settings) -> Provider:
     return CredentialsProvider(
         id=entry["id"], name=str(entry.get("name", "Credentials")), fields=fields
     )
-
-
-register_kind("credentials", _build)

@@ -12,7 +12,7 @@ from typing import Any
 
 from flask import request
 
-from webapp.auth.email_signin import (
+from webapp.auth.flows.email import (
     CodeRejected,
     browser_cookie_name,
     check_email_link,
@@ -21,7 +21,7 @@ from webapp.auth.email_signin import (
     start_email_signin,
 )
 from webapp.auth.mail import Mailer, mailer_from_settings
-from webapp.auth.providers import Outcome, Page, Provider, Redirect, register_kind
+from webapp.auth.providers.base import Outcome, Page, Provider, Redirect
 from webapp.settings import ConfigError, Settings
 
 
@@ -99,12 +99,9 @@ def default_provider(conf: Settings) -> EmailProvider:
     return EmailProvider(id="email", name="Email", mailer=mailer_from_settings(conf))
 
 
-def _build(entry: Mapping[str, Any], conf: Settings) -> Provider:
+def build(entry: Mapping[str, Any], conf: Settings) -> Provider:
     try:
         mailer = mailer_from_settings(conf)
     except ConfigError as exc:
         raise ConfigError(f"provider {entry['id']!r}: {exc}") from None
     return EmailProvider(id=entry["id"], name=str(entry.get("name", "Email")), mailer=mailer)
-
-
-register_kind("email", _build)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webapp.auth.accounts import Resolved
 from webapp.auth.errors import AuthError
+from webapp.auth.flows.linking import Resolved
 from webapp.auth.hooks import current_hooks, signed_in
 from webapp.auth.redirects import resolve_redirect
 from webapp.auth.sessions import AuthSession, create_session, end_current_session

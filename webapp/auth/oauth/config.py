@@ -11,9 +11,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from webapp.auth.client_auth import METHODS, SECRET_METHODS, ClientCredentials, load_private_key
-from webapp.auth.oidc_metadata import url_allowed
-from webapp.auth.providers.presets import OIDC_PROFILE, PRESETS, Preset, apple_client_secret
+from webapp.auth.oauth.client_auth import (
+    METHODS,
+    SECRET_METHODS,
+    ClientCredentials,
+    load_private_key,
+)
+from webapp.auth.oauth.metadata import url_allowed
+from webapp.auth.oauth.presets import OIDC_PROFILE, PRESETS, Preset, apple_client_secret
 from webapp.settings import ConfigError
 
 _FIELDS = frozenset(

@@ -1,4 +1,4 @@
-"""E-mail sign-in flows: send a link and code, show a link, spend a link or a code (spec §5).
+"""E-mail sign-in flows: send a link and code, show a link, spend a link or a code (docs/email.md).
 
 Each request creates one ``verification_tokens`` row holding keyed hashes (HMAC-SHA-256 with
 a key derived from AUTH_SECRET) of three secrets: the link's 32-byte token, the 8-character
@@ -27,15 +27,17 @@ from sqlalchemy import Row, delete, insert, select, update
 
 from webapp import logsafe
 from webapp.auth import cookies, known_browsers, ratelimit, urls
-from webapp.auth.accounts import resolve_user
 from webapp.auth.addresses import InvalidAddress, normalize_email
 from webapp.auth.errors import AuthError
+from webapp.auth.flows.finish import finish_signin
+from webapp.auth.flows.linking import resolve_user
 from webapp.auth.hooks import UserInfo
 from webapp.auth.mail import DeliveryError, Mailer
 from webapp.auth.redirects import safe_callback_url
-from webapp.auth.signin import finish_signin
+from webapp.clock import utcnow
 from webapp.extensions import db
-from webapp.models import VerificationToken, utcnow
+from webapp.models import VerificationToken
+from webapp.settings import current_settings
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +78,7 @@ def start_email_signin(
         log.info("e-mail sign-in throttled (ip %s); nothing sent", logsafe.encode(ip))
         return answer
 
-    conf = urls.settings()
+    conf = current_settings()
     token = secrets.token_urlsafe(TOKEN_BYTES)
     code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
     browser = secrets.token_urlsafe(TOKEN_BYTES)
@@ -168,7 +170,7 @@ def complete_email_code(
     """
     if not browser or len(browser) > MAX_TOKEN_LENGTH:
         raise AuthError("Verification", "code submitted without the requesting browser's cookie")
-    conf = urls.settings()
+    conf = current_settings()
     max_attempts = conf.email_code_max_attempts
     cleaned = "".join(code.split()).replace("-", "").upper()
     if len(cleaned) != CODE_LENGTH or not set(cleaned) <= set(CODE_ALPHABET):
@@ -221,7 +223,7 @@ def browser_cookie_name() -> str:
 
 def _browser_cookie_path() -> str:
     # Only the auth routes need the binding; the rest of the site never sees it.
-    return urls.settings().base_path or "/"
+    return current_settings().base_path or "/"
 
 
 def _sign_in(
@@ -267,7 +269,7 @@ def _throttled(address: str, ip: str | None) -> bool:
     ``limit`` pass. A browser that has signed in as the address before has its own
     allowance, so requests from anyone else cannot silence the owner's.
     """
-    conf = urls.settings()
+    conf = current_settings()
     return (
         ratelimit.admit(
             ratelimit.signin_checks(
@@ -287,13 +289,18 @@ def _keyed_hashes(purpose: str, value: str) -> list[str]:
     """Return the hex HMAC of ``value`` under the current key, then under previous ones."""
     return [
         hmac.new(key, value.encode(), "sha256").hexdigest()
-        for key in urls.settings().derive_keys(purpose)
+        for key in current_settings().derive_keys(purpose)
     ]
 
 
+def link_lifetime() -> str:
+    """How long a link and its code live, in words ("24 hours"), for the message and pages."""
+    hours = round(current_settings().email_token_max_age.total_seconds() / 3600)
+    return f"{hours} hours" if hours != 1 else "1 hour"
+
+
 def _message_context(*, email: str, url: str, code: str, expires: datetime) -> dict[str, str]:
-    conf = urls.settings()
-    hours = round(conf.email_token_max_age.total_seconds() / 3600)
+    conf = current_settings()
     return {
         "site": conf.brand.name,
         "host": urls.origin().split("://", 1)[1],
@@ -301,6 +308,6 @@ def _message_context(*, email: str, url: str, code: str, expires: datetime) -> d
         "email": email,
         "url": url,
         "code": f"{code[:4]}-{code[4:]}",
-        "expires_in": f"{hours} hours" if hours != 1 else "1 hour",
+        "expires_in": link_lifetime(),
         "expires_at": expires.strftime("%Y-%m-%d %H:%M UTC"),
     }

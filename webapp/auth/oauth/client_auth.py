@@ -3,7 +3,7 @@
 Authlib's requests client performs the exchange and implements ``client_secret_basic``,
 ``client_secret_post`` and ``none``. The two JWT methods are plugged into it here rather
 than taken from ``authlib.oauth2.rfc7523``, whose assertions live an hour and reuse one
-claims dict (and so one ``jti``) when extra claims are given: ours live 60 s (spec §9)
+claims dict (and so one ``jti``) when extra claims are given: ours live 60 s (docs/constants.md)
 and every assertion gets a fresh random ``jti``, so a captured one cannot be replayed.
 """
 
@@ -25,7 +25,7 @@ from joserfc import jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import ECKey, JWKRegistry, OctKey, RSAKey
 
-from webapp.auth.oidc_metadata import ProviderUnavailable, timeouts
+from webapp.auth.oauth.metadata import ProviderUnavailable, timeouts
 from webapp.settings import ConfigError, Settings
 
 METHODS = (

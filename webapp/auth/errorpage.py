@@ -10,8 +10,8 @@ from typing import Any
 
 from flask import g, render_template
 
-from webapp.auth import urls
 from webapp.auth.errors import message_for
+from webapp.settings import current_settings
 
 #: The first step offered for codes whose best next step is not "sign in again".
 _FIRST_STEP = {
@@ -29,7 +29,7 @@ def error_view(code: str | None, request_id: str) -> dict[str, Any]:
     """Return the error page model: texts, next steps (label + href), reference."""
     text = message_for(code)
     home = {"label": "Go to the home page", "href": "/"}
-    signin_href = urls.settings().base_path + "/signin"
+    signin_href = current_settings().base_path + "/signin"
     if code == "Configuration":
         # Sign-in itself is broken: the home page comes first, sign-in is only offered.
         steps = [home, {"label": "Back to sign in", "href": signin_href}]

@@ -23,7 +23,8 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from flask import request
 
-from webapp.auth import cookies, urls
+from webapp.auth import cookies
+from webapp.settings import current_settings
 
 #: What a flow keeps, one cookie each: the three checks and where to go afterwards.
 ITEMS = ("state", "pkce", "nonce", "callback_url")
@@ -57,7 +58,7 @@ def _aad(provider_id: str, check: str) -> bytes:
 
 
 def _seal(provider_id: str, check: str, value: str, expires: int) -> str:
-    key = urls.settings().derive_key(_KEY_PURPOSE)
+    key = current_settings().derive_key(_KEY_PURPOSE)
     nonce = os.urandom(12)
     payload = json.dumps({"v": value, "exp": expires}).encode()
     sealed = nonce + AESGCM(key).encrypt(nonce, payload, _aad(provider_id, check))
@@ -71,7 +72,7 @@ def _open(provider_id: str, check: str, token: str) -> str | None:
         return None
     if len(raw) < 13:
         return None
-    for key in urls.settings().derive_keys(_KEY_PURPOSE):
+    for key in current_settings().derive_keys(_KEY_PURPOSE):
         try:
             payload = json.loads(AESGCM(key).decrypt(raw[:12], raw[12:], _aad(provider_id, check)))
         except (InvalidTag, ValueError):
@@ -85,7 +86,7 @@ def _open(provider_id: str, check: str, token: str) -> str | None:
 
 def store(provider_id: str, checks: Checks, *, same_site: str = "Lax") -> None:
     """Queue one cookie per check in use; ``same_site="None"`` for form_post returns."""
-    max_age = int(urls.settings().oauth_check_max_age.total_seconds())
+    max_age = int(current_settings().oauth_check_max_age.total_seconds())
     expires = int(time.time()) + max_age
     for check in ITEMS:
         value = getattr(checks, check)

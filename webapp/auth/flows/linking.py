@@ -22,11 +22,12 @@ from urllib.parse import urlsplit
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
-from webapp.auth import urls
 from webapp.auth.errors import AuthError
 from webapp.auth.hooks import UserInfo, account_linked, user_created
+from webapp.clock import utcnow
 from webapp.extensions import db
-from webapp.models import Account, User, utcnow
+from webapp.models import Account, User
+from webapp.settings import current_settings
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +130,7 @@ def _resolve_once(
     user = User(
         email=email,
         name=info.name,
-        image=picture_url(info.image, allow_http=urls.settings().is_development),
+        image=picture_url(info.image, allow_http=current_settings().is_development),
         email_verified=utcnow() if verified else None,
     )
     db.session.add(user)

@@ -16,8 +16,8 @@ from typing import Any
 
 from joserfc import jwt
 
-from webapp.auth.client_auth import PrivateKey
-from webapp.auth.oidc_metadata import ProviderUnavailable
+from webapp.auth.oauth.client_auth import PrivateKey
+from webapp.auth.oauth.metadata import ProviderUnavailable
 
 #: ``fetch(url)``: GET ``url`` with the access token; returns the JSON body.
 Fetch = Callable[[str], Any]

@@ -1,0 +1,85 @@
+"""Credentials sign-in: the application's ``authorize`` hook checks a form, then a session.
+
+Unlike Auth.js, a successful check creates a database session. Attempts are throttled per
+identifier (the first field, usually the e-mail) and client address, counted in the
+database before the hook runs (``ratelimit.admit``), so a burst of parallel guesses gets
+no more hook calls than the limit; a right answer gives its count back. Once a limit is
+reached, attempts are refused without calling the hook, with the same
+``CredentialsSignin`` answer, until the window ends (docs/security.md, "Throttles").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+
+from webapp.auth import known_browsers, ratelimit
+from webapp.auth.addresses import InvalidAddress, normalize_email
+from webapp.auth.errors import AuthError
+from webapp.auth.flows.finish import finish_signin
+from webapp.auth.flows.linking import resolve_user
+from webapp.auth.hooks import UserInfo
+from webapp.settings import current_settings
+
+Authorize = Callable[[Mapping[str, str]], UserInfo | None]
+
+
+def complete_credentials_signin(
+    *,
+    provider_id: str,
+    submitted: Mapping[str, str],
+    identifier: str,
+    authorize: Authorize,
+    client_address: str | None,
+    callback_url: str | None,
+) -> str:
+    """Check ``submitted`` with ``authorize``; sign the person in; return the redirect URL.
+
+    ``identifier`` is what the throttles count (the first field as typed). Raises
+    ``CredentialsSignin`` when a limit is reached or the hook says no.
+    """
+    conf = current_settings()
+    key = f"{provider_id}:{identifier.strip().lower()}"
+    counted = ratelimit.admit(
+        ratelimit.signin_checks(
+            scope="credentials",
+            identifier=key,
+            address=client_address,
+            ip_limit=conf.credentials_ip_limit,
+            identifier_ip_limit=conf.credentials_identifier_ip_limit,
+            identifier_limit=conf.credentials_identifier_limit,
+        )
+    )
+    if counted is None:
+        raise AuthError("CredentialsSignin", "rate limited")
+
+    info = authorize(submitted)
+    if info is None or not (info.subject or info.email):
+        raise AuthError("CredentialsSignin", "authorize hook rejected the attempt")
+    # A right answer was no guess: it gives its count back, and this browser is known.
+    ratelimit.release(counted)
+    known_browsers.remember(ratelimit.identifier_hash(key))
+
+    info = dataclasses.replace(info, email=_address(info.email))
+    resolved = resolve_user(
+        provider=provider_id,
+        provider_type="credentials",
+        subject=str(info.subject or info.email),
+        info=info,
+        current_user_id=None,
+        # The application's own hook vouched for this person (an address links only if
+        # the hook also says it is verified: linking's rules).
+        allow_email_linking=True,
+        create_error="CredentialsSignin",
+    )
+    return finish_signin(resolved, provider=provider_id, callback_url=callback_url)
+
+
+def _address(value: str | None) -> str | None:
+    """The hook's address in our normal form; one we do not accept is no address."""
+    if value is None:
+        return None
+    try:
+        return normalize_email(value)
+    except InvalidAddress:
+        return None

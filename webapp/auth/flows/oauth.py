@@ -1,0 +1,299 @@
+"""OAuth 2 / OpenID Connect sign-in: send the browser to the provider, check what comes back.
+
+The authorization code flow with state, PKCE (S256) and, for OpenID Connect, a nonce, each
+kept in a cookie (``oauth.checks``). The callback checks everything a certified relying
+party checks before anything is written: state, RFC 9207 ``iss``, the code exchange, the
+ID token (signature and claims), userinfo ``sub``. Any failure is an ``AuthError``
+(``OAuthSignin`` before the browser leaves, ``OAuthCallback`` after); nothing is stored.
+Linking a new identity to an old session needs a fresh sign-in first (``reauth``).
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+import secrets
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from authlib.common.urls import add_params_to_uri
+from authlib.oauth2.rfc7636 import create_s256_code_challenge
+
+from webapp.auth import reauth, urls
+from webapp.auth.addresses import InvalidAddress, normalize_email
+from webapp.auth.errors import AuthError
+from webapp.auth.flows.finish import finish_signin
+from webapp.auth.flows.linking import resolve_user
+from webapp.auth.hooks import UserInfo
+from webapp.auth.oauth import checks
+from webapp.auth.oauth.client import OAuthClient
+from webapp.auth.oauth.id_token import InvalidIDToken, validate
+from webapp.auth.oauth.metadata import ProviderUnavailable
+from webapp.auth.sessions import current_session
+
+#: Parameters the flow sets itself; the same names on the POST URL are ignored.
+_RESERVED_PARAMS = frozenset(
+    {
+        "response_type",
+        "client_id",
+        "redirect_uri",
+        "state",
+        "nonce",
+        "code_challenge",
+        "code_challenge_method",
+        "response_mode",
+        "callbackUrl",
+        "csrfToken",
+        "json",
+    }
+)
+
+T = TypeVar("T")
+
+
+def start_oauth_signin(
+    client: OAuthClient, *, query: Mapping[str, str], callback_url: str | None
+) -> str:
+    """Return the provider's authorization URL; queue the checks' cookie.
+
+    Query parameters of the sign-in request (``prompt=login``, ``login_hint=…``) reach the
+    provider. Signed in with an old session and no account at this provider, it would end
+    in a link: the answer is the confirmation page instead.
+    """
+    session = current_session()
+    if session is not None and not reauth.is_recent(session):
+        if not reauth.has_method(session, client.id):
+            return urls.origin() + reauth.confirm_url(f"/account/link/{client.id}")
+    endpoint = _required(client, "authorization_endpoint", "OAuthSignin")
+    cfg = client.config
+    stored = checks.Checks(
+        state=secrets.token_urlsafe(32) if "state" in cfg.checks else None,
+        pkce=secrets.token_urlsafe(48) if "pkce" in cfg.checks else None,
+        nonce=secrets.token_urlsafe(32) if "nonce" in cfg.checks else None,
+        callback_url=callback_url,
+    )
+    params: dict[str, str] = {**cfg.authorization_params}
+    params.update({k: v for k, v in query.items() if k not in _RESERVED_PARAMS})
+    params.update(
+        {
+            "response_type": "code",
+            "client_id": cfg.client.client_id,
+            "redirect_uri": client.redirect_uri(),
+        }
+    )
+    scope = params.get("scope", cfg.scope)
+    if scope:
+        params["scope"] = scope
+    if stored.state is not None:
+        params["state"] = stored.state
+    if stored.pkce is not None:
+        params["code_challenge"] = create_s256_code_challenge(stored.pkce)
+        params["code_challenge_method"] = "S256"
+    if stored.nonce is not None:
+        params["nonce"] = stored.nonce
+    if cfg.response_mode:
+        params["response_mode"] = cfg.response_mode
+    checks.store(client.id, stored, same_site=client.same_site())
+    return add_params_to_uri(endpoint, list(params.items()))
+
+
+def complete_oauth_callback(
+    client: OAuthClient, *, method: str, args: Mapping[str, str], form: Mapping[str, str]
+) -> str:
+    """Check the provider's answer, sign the person in; return where the browser goes."""
+    cfg = client.config
+    params = form if method == "POST" else args
+    state = params.get("state") or None
+    stored = checks.take(
+        client.id, state if "state" in cfg.checks else None, same_site=client.same_site()
+    )
+    if params.get("error"):
+        # The person declined, or the provider refused; its text goes to the log only.
+        code = "AccessDenied" if params["error"] == "access_denied" else "Callback"
+        raise AuthError(code, f"{client.id}: provider error {params['error'][:100]!r}")
+    _check_state(client, state, stored)
+    _check_iss(client, params.get("iss"))
+    auth_code = params.get("code")
+    if not auth_code:
+        raise AuthError("OAuthCallback", f"{client.id}: no code in callback")
+
+    token = _callback_step(client, lambda: client.exchange(auth_code, stored.pkce))
+    profile, claims = _profile(client, token, stored.nonce, form)
+    subject, info = _user_info(client, profile)
+    session = current_session()
+    if reauth.link_needs_confirmation(session, client.id, subject):
+        # Linking a new method to an old session needs a fresh sign-in; nothing is written.
+        return urls.origin() + reauth.confirm_url(f"/account/link/{client.id}")
+    resolved = resolve_user(
+        provider=client.id,
+        provider_type=cfg.type,
+        subject=subject,
+        info=info,
+        current_user_id=session.user.id if session else None,
+        allow_email_linking=cfg.allow_email_linking,
+        create_error="OAuthCreateAccount",
+        tokens=_account_tokens(token),
+    )
+    sid = claims.get("sid")
+    return finish_signin(
+        resolved,
+        provider=client.id,
+        callback_url=stored.callback_url,
+        profile=profile,
+        # Kept for provider-initiated logout; a sid that does not fit is not stored.
+        provider_sid=sid if isinstance(sid, str) and len(sid) <= 255 else None,
+    )
+
+
+def _callback_step(client: OAuthClient, step: Callable[[], T]) -> T:
+    """Run one exchange with the provider; its unavailability is ``OAuthCallback``."""
+    try:
+        return step()
+    except ProviderUnavailable as exc:
+        raise AuthError("OAuthCallback", f"{client.id}: {exc}") from exc
+
+
+def _required(client: OAuthClient, name: str, error_code: str) -> str:
+    try:
+        value = client.endpoint(name)
+    except ProviderUnavailable as exc:
+        raise AuthError(error_code, f"{client.id}: discovery: {exc}") from exc
+    if value is None:
+        raise AuthError(error_code, f"{client.id}: no {name}")
+    return value
+
+
+def _check_state(client: OAuthClient, state: str | None, stored: checks.Checks) -> None:
+    wanted = client.config.checks
+    if "state" in wanted and not (
+        state and stored.state and hmac.compare_digest(state.encode(), stored.state.encode())
+    ):
+        raise AuthError("OAuthCallback", f"{client.id}: state missing, expired or wrong")
+    if "pkce" in wanted and stored.pkce is None:
+        raise AuthError("OAuthCallback", f"{client.id}: PKCE verifier cookie missing")
+    if "nonce" in wanted and stored.nonce is None:
+        raise AuthError("OAuthCallback", f"{client.id}: nonce cookie missing")
+
+
+def _check_iss(client: OAuthClient, iss: str | None) -> None:
+    """RFC 9207: an ``iss`` parameter must name our issuer; it must be there if promised."""
+    if not client.is_oidc:
+        return
+    try:
+        document = client.document()
+    except ProviderUnavailable as exc:
+        raise AuthError("OAuthCallback", f"{client.id}: discovery: {exc}") from exc
+    advertised = document.get("authorization_response_iss_parameter_supported") is True
+    if iss is None and not advertised:
+        return
+    # Entra's common endpoint answers with the person's tenant in place of {tenantid}.
+    expected = str(document["issuer"])
+    pattern = re.escape(expected).replace(re.escape("{tenantid}"), "[0-9A-Za-z-]+")
+    if iss is None or not re.fullmatch(pattern, iss):
+        raise AuthError("OAuthCallback", f"{client.id}: iss {iss!r} is not our issuer")
+
+
+def _profile(
+    client: OAuthClient, token: Mapping[str, Any], nonce: str | None, form: Mapping[str, str]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Return the profile (ID token claims merged with userinfo) and the ID token claims."""
+    cfg = client.config
+    claims: dict[str, Any] = {}
+    if client.is_oidc:
+        raw = token.get("id_token")
+        if not isinstance(raw, str):
+            raise AuthError("OAuthCallback", f"{client.id}: no id_token in token response")
+        try:
+            claims = validate(
+                raw,
+                keys=client.keys,
+                issuer=lambda found: _callback_step(client, lambda: client.expected_issuer(found)),
+                client_id=cfg.client.client_id,
+                nonce=nonce,
+                leeway=client.conf.id_token_leeway.total_seconds(),
+            )
+        except InvalidIDToken as exc:
+            raise AuthError("OAuthCallback", f"{client.id}: ID token: {exc}") from exc
+    profile = dict(claims)
+
+    def fetch(url: str) -> Any:
+        return client.get_json(url, token["access_token"])
+
+    def userinfo_and_quirks() -> dict[str, Any]:
+        merged = profile
+        userinfo_endpoint = client.endpoint("userinfo_endpoint")
+        if userinfo_endpoint is not None:
+            userinfo = fetch(userinfo_endpoint)
+            if not isinstance(userinfo, dict):
+                raise ProviderUnavailable("userinfo is not a JSON object")
+            if claims and userinfo.get("sub") != claims["sub"]:
+                # OIDC Core §5.3.2: otherwise the answer may be another person's.
+                raise AuthError("OAuthCallback", f"{client.id}: userinfo sub mismatch")
+            merged.update(userinfo)
+        if cfg.preset and cfg.preset.profile_quirk:
+            merged = cfg.preset.profile_quirk(merged, fetch, userinfo_endpoint, form)
+        return merged
+
+    return _callback_step(client, userinfo_and_quirks), claims
+
+
+def _user_info(client: OAuthClient, profile: Mapping[str, Any]) -> tuple[str, UserInfo]:
+    """Map the profile to the subject and what the linking rules read."""
+    mapped = {key: _lookup(profile, path) for key, path in client.config.profile.items()}
+    subject = mapped.get("sub")
+    if isinstance(subject, int) and not isinstance(subject, bool):
+        subject = str(subject)  # GitHub, Discord: numeric ids
+    if not isinstance(subject, str) or not subject or len(subject) > 255:
+        raise AuthError("OAuthCallback", f"{client.id}: profile has no usable subject")
+    return subject, UserInfo(
+        email=_address(mapped.get("email")),
+        name=_text(mapped.get("name"), 255),
+        # Whole: linking.picture_url drops a URL that is too long (a cut one is another).
+        image=_text(mapped.get("image"), None),
+        subject=subject,
+        email_verified=mapped.get("email_verified") in (True, "true"),
+    )
+
+
+def _address(value: Any) -> str | None:
+    """The provider's address in our normal form, or None if it is not one we accept."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return normalize_email(value)
+    except InvalidAddress:
+        return None
+
+
+def _lookup(profile: Mapping[str, Any], path: str | list[str]) -> Any:
+    """Return the first present value among dotted ``path``s (``picture.data.url``)."""
+    for candidate in [path] if isinstance(path, str) else path:
+        value: Any = profile
+        for part in candidate.split("."):
+            value = value.get(part) if isinstance(value, Mapping) else None
+        if value is not None:
+            return value
+    return None
+
+
+def _text(value: Any, limit: int | None) -> str | None:
+    return value[:limit] if isinstance(value, str) and value else None
+
+
+def _account_tokens(token: Mapping[str, Any]) -> dict[str, Any]:
+    """The token response as account columns; a missing refresh token keeps the old one."""
+    expires_at = token.get("expires_at")
+    tokens: dict[str, Any] = {
+        "access_token": token.get("access_token"),
+        "id_token": token.get("id_token"),
+        "token_type": token.get("token_type"),
+        "scope": token.get("scope"),
+        "session_state": token.get("session_state"),
+        "expires_at": datetime.fromtimestamp(expires_at, UTC)
+        if isinstance(expires_at, int | float)
+        else None,
+    }
+    if token.get("refresh_token"):
+        tokens["refresh_token"] = token["refresh_token"]
+    return tokens

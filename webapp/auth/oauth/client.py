@@ -1,0 +1,112 @@
+"""One configured identity provider as the relying party talks to it: endpoints, keys, token.
+
+Protocol only: where each endpoint is (configured, else discovered), the keys an ID token
+is checked against, the issuer expected in it, the code exchange and authenticated JSON
+fetches. Failures raise ``ProviderUnavailable`` (or ``InvalidIDToken`` for keys); the
+sign-in flow (``webapp.auth.flows.oauth``) decides which error code that is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from webapp.auth import urls
+from webapp.auth.oauth.client_auth import exchange_code
+from webapp.auth.oauth.config import OAuthConfig
+from webapp.auth.oauth.id_token import InvalidIDToken
+from webapp.auth.oauth.metadata import ProviderMetadata, ProviderUnavailable, get_json
+from webapp.settings import Settings
+
+
+class OAuthClient:
+    """The relying party's side of one provider (``config``), with its discovery cache."""
+
+    def __init__(self, config: OAuthConfig, conf: Settings) -> None:
+        self.config = config
+        self.conf = conf
+        self.id = config.id
+        self.metadata = (
+            ProviderMetadata(
+                config.issuer,
+                conf,
+                allow_insecure=config.allow_insecure,
+                issuer_matches=_tenant_issuer_matches
+                if config.preset and config.preset.tenant_issuer
+                else None,
+            )
+            if config.type == "oidc" and config.issuer
+            else None
+        )
+
+    @property
+    def is_oidc(self) -> bool:
+        """Whether ID tokens come from this provider (an OpenID Connect issuer)."""
+        return self.metadata is not None
+
+    def document(self) -> dict[str, Any]:
+        """Return the discovery document (OpenID Connect providers only)."""
+        assert self.metadata is not None
+        return self.metadata.document()
+
+    def endpoint(self, name: str) -> str | None:
+        """Return a configured endpoint, else the discovered one (None if neither)."""
+        value: str | None = getattr(self.config, name)
+        if value is None and self.metadata is not None:
+            value = self.document().get(name)
+        return value
+
+    def keys(self, kid: str | None) -> list[dict[str, Any]]:
+        """Return the signing keys to try for ``kid`` (refetched on an unknown kid)."""
+        assert self.metadata is not None
+        try:
+            return self.metadata.keys(kid)
+        except ProviderUnavailable as exc:
+            raise InvalidIDToken(f"JWKS: {exc}") from exc
+
+    def expected_issuer(self, claims: Mapping[str, Any]) -> str:
+        """Return the ``iss`` an ID token with ``claims`` must carry."""
+        issuer = str(self.document()["issuer"])
+        if "{tenantid}" in issuer:
+            tid = claims.get("tid")
+            # Entra's common endpoint: each tenant signs with its own issuer.
+            return issuer.replace("{tenantid}", tid) if isinstance(tid, str) else "<no tid>"
+        return issuer
+
+    def redirect_uri(self) -> str:
+        """Return our callback URL for this provider (from AUTH_URL)."""
+        return urls.auth_url(f"callback/{self.id}")
+
+    def same_site(self) -> str:
+        """Return the SameSite value the sign-in's check cookies need."""
+        # A form_post answer is a cross-site POST: Lax cookies would not come with it.
+        return "None" if self.config.response_mode == "form_post" else "Lax"
+
+    def exchange(self, code: str, verifier: str | None) -> dict[str, Any]:
+        """Exchange an authorization code at the token endpoint."""
+        endpoint = self.endpoint("token_endpoint")
+        if endpoint is None:
+            raise ProviderUnavailable("no token_endpoint")
+        return exchange_code(
+            token_endpoint=endpoint,
+            client=self.config.client,
+            code=code,
+            redirect_uri=self.redirect_uri(),
+            code_verifier=verifier,
+            conf=self.conf,
+        )
+
+    def get_json(self, url: str, access_token: str) -> Any:
+        """GET ``url`` with the access token as a Bearer credential; return its JSON."""
+        return get_json(
+            url,
+            self.conf,
+            allow_insecure=self.config.allow_insecure,
+            headers={"Authorization": f"Bearer {access_token}"},
+        )
+
+
+def _tenant_issuer_matches(configured: str, found: str) -> bool:
+    if configured == found:
+        return True
+    return "{tenantid}" in found and configured.split("/")[:3] == found.split("/")[:3]
