@@ -10,14 +10,14 @@ def describe_device(user_agent: str | None) -> str:
     if not user_agent:
         return "Unknown device"
     agent = parse(user_agent)
-    browser = agent.browser.family
+    browser = str(agent.browser.family)
     if browser == "Other":
         return "Unknown device"
     major = agent.browser.version_string.split(".")[0]
     if major:
         browser = f"{browser} {major}"
     # A phone or tablet is better named by the device ("iPhone"), a computer by its OS.
-    where = agent.device.family if agent.is_mobile or agent.is_tablet else agent.os.family
+    where = str(agent.device.family if agent.is_mobile or agent.is_tablet else agent.os.family)
     if not where or where == "Other":
         return browser
     return f"{browser} on {where}"

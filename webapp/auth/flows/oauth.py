@@ -95,7 +95,7 @@ def start_oauth_signin(
     if cfg.response_mode:
         params["response_mode"] = cfg.response_mode
     checks.store(client.id, stored, same_site=client.same_site())
-    return add_params_to_uri(endpoint, list(params.items()))
+    return str(add_params_to_uri(endpoint, list(params.items())))
 
 
 def complete_oauth_callback(
