@@ -218,13 +218,13 @@ def test_a_beacon_value_cannot_pose_as_another_field_or_carry_a_token(client, ca
 
 
 def test_an_auth_error_detail_is_encoded_and_redacted(app, caplog):
-    from webapp.auth import views
+    from webapp import errors
     from webapp.auth.errors import AuthError
 
     detail = "oidc: provider error " + "".join(BREAKS) + " from /cb?code=SECRETCODE1&x=1"
     with app.test_request_context("/auth/callback/oidc"), caplog.at_level(logging.WARNING):
-        views._auth_error(AuthError("OAuthCallback", detail))
-    [record] = records(caplog, "webapp.auth.views")
+        errors._signin_failed(AuthError("OAuthCallback", detail))
+    [record] = records(caplog, "webapp.errors")
     message = record.getMessage()
     assert len(message.splitlines()) == 1 and not set(BREAKS) & set(message)
     assert "SECRETCODE1" not in message and "code=[redacted]&x=1" in message

@@ -1,4 +1,5 @@
-"""How failures become answers: CSRF failures, HTTP errors, outages and unexpected errors.
+"""How failures become answers, in one place: coded refusals, CSRF failures, HTTP errors,
+outages and unexpected errors.
 
 Nothing internal reaches a page or a JSON body: the details go to the log under the
 request id, which the answer carries (``X-Request-ID`` and on the page) so an operator can
@@ -16,9 +17,10 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response
 
 from webapp import logsafe
-from webapp.auth import urls
+from webapp.auth import reauth, urls
+from webapp.auth.answers import callback_url_param, send_to, wants_json
 from webapp.auth.errorpage import render_error_page
-from webapp.auth.views import wants_json
+from webapp.auth.errors import AccountError, AuthError, code_for
 from webapp.extensions import db
 
 log = logging.getLogger(__name__)
@@ -27,23 +29,50 @@ log = logging.getLogger(__name__)
 JSON_ENDPOINTS = frozenset(
     {"auth.session_view", "auth.csrf_view", "auth.providers_json", "auth.log_beacon"}
 )
+#: Blueprints that answer only scripts.
+JSON_BLUEPRINTS = frozenset({"account_api"})
 #: Seconds a client is asked to wait when the database is unreachable.
 RETRY_AFTER = 5
 
 
 def expects_json() -> bool:
     """Whether this request's caller is a script that wants a JSON answer."""
-    if request.endpoint in JSON_ENDPOINTS or wants_json():
+    if request.endpoint in JSON_ENDPOINTS or request.blueprint in JSON_BLUEPRINTS:
+        return True
+    if wants_json():
         return True
     return request.accept_mimetypes.best == "application/json"
 
 
 def init_app(app: Flask) -> None:
     """Register the error handlers."""
+    app.register_error_handler(AuthError, _signin_failed)
+    app.register_error_handler(AccountError, _account_refused)
     app.register_error_handler(CSRFError, _csrf_failed)
     app.register_error_handler(HTTPException, _http_error)
     app.register_error_handler(OperationalError, _database_unavailable)
     app.register_error_handler(Exception, _unexpected)
+
+
+def _signin_failed(exc: AuthError) -> Response:
+    """A sign-in flow failed: nothing it wrote stays; the browser goes to the error route."""
+    db.session.rollback()
+    # The detail may quote the provider's answer or the request (an address, a URL).
+    log.warning("auth error %s: %s", exc.code, logsafe.encode(logsafe.redact(exc.detail or "-")))
+    return send_to(urls.auth_url("error", error=exc.code, callbackUrl=callback_url_param()))
+
+
+def _account_refused(exc: AccountError) -> tuple[Response | str, int]:
+    """An account action was refused: nothing it wrote stays; JSON for scripts."""
+    db.session.rollback()
+    status = code_for(exc.code).status
+    if not expects_json():
+        # The account pages show refusals in place; one that escapes them gets the page.
+        return render_error_page(exc.code), status
+    body = {"error": exc.code, "message": exc.message}
+    if exc.code == "RecentSignInRequired":
+        body["confirmUrl"] = urls.origin() + reauth.confirm_url("/account")
+    return jsonify(body), status
 
 
 def _csrf_failed(exc: CSRFError) -> Response | tuple[Response, int]:

@@ -14,10 +14,8 @@ from functools import wraps
 from typing import Any, TypeVar, cast
 
 from flask import Blueprint, Response, jsonify, request
-from flask_wtf.csrf import CSRFError
 
 from webapp.account import flows
-from webapp.auth import reauth, urls
 from webapp.auth.sessions import AuthSession, current_session
 from webapp.caching import mark_personal
 from webapp.clock import iso_utc
@@ -26,13 +24,6 @@ from webapp.extensions import db
 bp = Blueprint("account_api", __name__)
 # Personal, as the account pages; _no_store below keeps this area's own header.
 bp.before_request(mark_personal)
-
-STATUS = {
-    flows.NOT_FOUND: 404,
-    flows.LAST_METHOD: 409,
-    flows.REAUTH_REQUIRED: 403,
-    flows.NOT_CONFIRMED: 400,
-}
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -55,20 +46,6 @@ def _no_store(response: Response) -> Response:
     # Personal data: never cached by the browser or a proxy.
     response.headers["Cache-Control"] = "private, no-cache, no-store"
     return response
-
-
-@bp.errorhandler(CSRFError)
-def _csrf_failed(_exc: CSRFError) -> tuple[Response, int]:
-    return jsonify({"error": "MissingCSRF"}), 400
-
-
-@bp.errorhandler(flows.AccountError)
-def _refused(exc: flows.AccountError) -> tuple[Response, int]:
-    db.session.rollback()
-    body = {"error": exc.code, "message": exc.message}
-    if exc.code == flows.REAUTH_REQUIRED:
-        body["confirmUrl"] = urls.origin() + reauth.confirm_url("/account")
-    return jsonify(body), STATUS.get(exc.code, 400)
 
 
 @bp.get("")

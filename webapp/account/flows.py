@@ -2,7 +2,8 @@
 
 Each flow takes the signed-in user's id (and session where it matters), checks ownership
 itself (a row of another user is "not found", never acted on), raises ``AccountError``
-with a stable code, and leaves committing to the caller's single ``db.session.commit()``.
+with a stable code (webapp/auth/errors.py), and leaves committing to the caller's single
+``db.session.commit()``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from sqlalchemy import delete, select
 
 from webapp.account.devices import describe_device
 from webapp.auth import reauth
+from webapp.auth.errors import AccountError
 from webapp.auth.providers import providers
 from webapp.auth.sessions import AuthSession, end_current_session
 from webapp.clock import utcnow
@@ -25,15 +27,6 @@ from webapp.models import Account, Session, User, VerificationToken
 LINKABLE_TYPES = frozenset({"oidc", "oauth"})
 #: What the person must type to confirm deleting the account.
 DELETE_CONFIRMATION = "DELETE"
-
-
-class AccountError(Exception):
-    """An account action was refused; ``code`` is stable, ``message`` is for the person."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(code)
-        self.code = code
-        self.message = message
 
 
 NOT_FOUND = "NotFound"

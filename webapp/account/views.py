@@ -27,6 +27,7 @@ from flask_login import current_user, login_required
 
 from webapp.account import flows
 from webapp.auth import reauth
+from webapp.auth.errors import AccountError
 from webapp.auth.redirects import is_safe_callback_url
 from webapp.auth.sessions import AuthSession, current_session
 from webapp.caching import mark_personal
@@ -165,7 +166,7 @@ def _respond(
     try:
         done = action()
         db.session.commit()
-    except flows.AccountError as exc:
+    except AccountError as exc:
         db.session.rollback()
         if exc.code == flows.REAUTH_REQUIRED and again is not None:
             target = reauth.confirm_url(again)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from webapp.auth.errors import message_for
+from webapp.auth.errors import code_for
 
 
 def chooser_data(
@@ -24,7 +24,7 @@ def chooser_data(
     """Return the chooser's page data (JSON-serialisable)."""
     error = None
     if error_code:
-        text = message_for(error_code)
+        text = code_for(error_code)
         error = {
             "code": error_code,
             "title": text.title,

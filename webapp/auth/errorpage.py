@@ -10,7 +10,7 @@ from typing import Any
 
 from flask import g, render_template
 
-from webapp.auth.errors import message_for
+from webapp.auth.errors import error_page_code
 from webapp.settings import current_settings
 
 #: The first step offered for codes whose best next step is not "sign in again".
@@ -27,7 +27,7 @@ def render_error_page(code: str | None) -> str:
 
 def error_view(code: str | None, request_id: str) -> dict[str, Any]:
     """Return the error page model: texts, next steps (label + href), reference."""
-    text = message_for(code)
+    text = error_page_code(code)
     home = {"label": "Go to the home page", "href": "/"}
     signin_href = current_settings().base_path + "/signin"
     if code == "Configuration":

@@ -16,10 +16,10 @@ from flask import (
 from flask_wtf.csrf import generate_csrf
 from werkzeug.wrappers import Response
 
-from webapp import logsafe
 from webapp.auth import beacon, urls
+from webapp.auth.answers import callback_url_param, send_to
 from webapp.auth.errorpage import render_error_page
-from webapp.auth.errors import SIGNIN_CODES, AuthError, error_status, message_for
+from webapp.auth.errors import SIGNIN_CODES, code_for, error_page_code
 from webapp.auth.hooks import current_hooks, session_read, signed_out
 from webapp.auth.providers import providers
 from webapp.auth.providers.base import Outcome, Page, Redirect
@@ -52,14 +52,6 @@ def _no_store(response: Response) -> Response:
     return response
 
 
-@bp.errorhandler(AuthError)
-def _auth_error(exc: AuthError) -> Response:
-    db.session.rollback()
-    # The detail may quote the provider's answer or the request (an address, a URL).
-    log.warning("auth error %s: %s", exc.code, logsafe.encode(logsafe.redact(exc.detail or "-")))
-    return _send_to(urls.auth_url("error", error=exc.code, callbackUrl=_callback_url()))
-
-
 @bp.get("/providers", provide_automatic_options=False)
 def providers_json() -> Response:
     return jsonify({pid: p.public_json() for pid, p in providers().items()})
@@ -87,12 +79,12 @@ def csrf_view() -> Response:
 @bp.get("/signin", provide_automatic_options=False)
 def signin_page() -> str:
     code = request.args.get("error")
-    callback = _callback_url()
+    callback = callback_url_param()
     return render_template(
         "auth/signin.html",
         providers=list(providers().values()),
         error_code=code if code else None,
-        error=message_for(code) if code else None,
+        error=code_for(code) if code else None,
         callback_url=callback if is_safe_callback_url(callback) else None,
         email=request.args.get("email", "")[:254],
     )
@@ -102,8 +94,10 @@ def signin_page() -> str:
 def signin_submit(provider_id: str) -> Response:
     provider = providers().get(provider_id)
     if provider is None:
-        return _send_to(urls.auth_url("signin", error="Signin", callbackUrl=_callback_url()))
-    outcome = provider.signin(form=request.form, query=request.args, callback_url=_callback_url())
+        return send_to(urls.auth_url("signin", error="Signin", callbackUrl=callback_url_param()))
+    outcome = provider.signin(
+        form=request.form, query=request.args, callback_url=callback_url_param()
+    )
     return _respond(outcome)
 
 
@@ -112,21 +106,21 @@ def signin_submit(provider_id: str) -> Response:
 def callback(provider_id: str) -> Response:
     provider = providers().get(provider_id)
     if provider is None:
-        return _send_to(urls.auth_url("error", error="Signin"))
+        return send_to(urls.auth_url("error", error="Signin"))
     if request.method == "POST" and provider.callback_needs_csrf:
         csrf.protect()
     outcome = provider.callback(
         method=request.method,
         args=request.args,
         form=request.form,
-        callback_url=_callback_url(),
+        callback_url=callback_url_param(),
     )
     return _respond(outcome)
 
 
 @bp.get("/signout", provide_automatic_options=False)
 def signout_page() -> str:
-    callback = _callback_url()
+    callback = callback_url_param()
     return render_template(
         "auth/signout.html",
         session=current_session(),
@@ -140,7 +134,7 @@ def signout_submit() -> Response:
     db.session.commit()
     if ended is not None:
         signed_out.send(user_id=ended.user_id, session_id=ended.id)
-    return _send_to(resolve_redirect(_callback_url()))
+    return send_to(resolve_redirect(callback_url_param()))
 
 
 @bp.get("/verify-request", provide_automatic_options=False)
@@ -158,8 +152,8 @@ def verify_request_page() -> str:
 def error_page() -> Response | tuple[str, int]:
     code = request.args.get("error")
     if code in SIGNIN_CODES:
-        return redirect(urls.auth_url("signin", error=code, callbackUrl=_callback_url()))
-    return render_error_page(code), error_status(code)
+        return redirect(urls.auth_url("signin", error=code, callbackUrl=callback_url_param()))
+    return render_error_page(code), error_page_code(code).status
 
 
 @bp.post("/_log", provide_automatic_options=False)
@@ -173,27 +167,9 @@ def log_beacon() -> Response | tuple[Response, int]:
     return Response(status=204)
 
 
-def _callback_url() -> str | None:
-    value = request.values.get("callbackUrl")
-    return value if value else None
-
-
-def wants_json() -> bool:
-    """Whether the client asked for ``{"url": …}`` instead of a redirect (Auth.js style)."""
-    if request.headers.get("X-Auth-Return-Redirect") or request.form.get("json") == "true":
-        return True
-    return request.is_json
-
-
-def _send_to(url: str) -> Response:
-    if wants_json():
-        return jsonify({"url": url})
-    return redirect(url, code=302)
-
-
 def _respond(outcome: Outcome) -> Response:
     if isinstance(outcome, Redirect):
-        return _send_to(outcome.url)
+        return send_to(outcome.url)
     assert isinstance(outcome, Page)
     html = render_template(outcome.template, **outcome.context)
     return current_app.make_response((html, outcome.status))
