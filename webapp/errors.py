@@ -21,6 +21,7 @@ from webapp.auth import reauth, urls
 from webapp.auth.answers import callback_url_param, send_to, wants_json
 from webapp.auth.errorpage import render_error_page
 from webapp.auth.errors import AccountError, AuthError, code_for
+from webapp.auth.sessions import treat_as_signed_out
 from webapp.extensions import db
 
 log = logging.getLogger(__name__)
@@ -107,7 +108,7 @@ def _database_unavailable(exc: OperationalError) -> tuple[Response | str, int, d
     """
     _rollback_quietly()
     # Render as signed out: the page must not try to read the session again.
-    g.auth_session = None
+    treat_as_signed_out()
     # The driver's message spans lines (libpq adds hints) and may quote the statement.
     log.error(
         "database unavailable on %s %s: %s",

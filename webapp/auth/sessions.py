@@ -165,6 +165,12 @@ def _queue_cookie(token: str | None, expires: datetime | None = None) -> None:
     mark_personal()
 
 
+def treat_as_signed_out() -> None:
+    """Answer the rest of this request as signed out, without reading the session again
+    (an error page rendered while the database is unreachable)."""
+    g.auth_session = None
+
+
 def create_session(
     user_id: int, *, provider: str | None, provider_sid: str | None = None
 ) -> AuthSession:
