@@ -10,7 +10,7 @@ from typing import Any
 from flask import Flask, redirect, request
 from werkzeug.wrappers import Response
 
-from webapp import database, errors, hosts, observability, proxies, sqlcount
+from webapp import database, errors, hosts, observability, proxies, sqlcount, transactions
 from webapp.auth.cookies import CSRF_COOKIE, apply_cookies, cookie_name
 from webapp.auth.hooks import AuthHooks
 from webapp.cookie_session import CookieSessionInterface
@@ -51,6 +51,7 @@ def create_app(
 
     observability.init_app(app)
     database.init_app(app)
+    transactions.init_app(app)
     if conf.sql_count_headers:
         sqlcount.init_app(app, conf)
     if migrations:

@@ -16,13 +16,12 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response
 
-from webapp import logsafe
+from webapp import logsafe, transactions
 from webapp.auth import reauth, urls
 from webapp.auth.answers import callback_url_param, send_to, wants_json
 from webapp.auth.errorpage import render_error_page
 from webapp.auth.errors import AccountError, AuthError, code_for
 from webapp.auth.sessions import treat_as_signed_out
-from webapp.extensions import db
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +55,12 @@ def init_app(app: Flask) -> None:
 
 
 def _signin_failed(exc: AuthError) -> Response:
-    """A sign-in flow failed: nothing it wrote stays; the browser goes to the error route."""
-    db.session.rollback()
+    """A sign-in flow failed: nothing it wrote stays (unless it must: ``keep``); the browser
+    goes to the error route."""
+    if exc.keep:
+        transactions.commit()
+    else:
+        transactions.discard()
     # The detail may quote the provider's answer or the request (an address, a URL).
     log.warning("auth error %s: %s", exc.code, logsafe.encode(logsafe.redact(exc.detail or "-")))
     return send_to(urls.auth_url("error", error=exc.code, callbackUrl=callback_url_param()))
@@ -65,7 +68,7 @@ def _signin_failed(exc: AuthError) -> Response:
 
 def _account_refused(exc: AccountError) -> tuple[Response | str, int]:
     """An account action was refused: nothing it wrote stays; JSON for scripts."""
-    db.session.rollback()
+    transactions.discard()
     status = code_for(exc.code).status
     if not expects_json():
         # The account pages show refusals in place; one that escapes them gets the page.
@@ -135,6 +138,6 @@ def _unexpected(exc: Exception) -> tuple[Response | str, int]:
 
 def _rollback_quietly() -> None:
     try:
-        db.session.rollback()
+        transactions.discard()
     except DBAPIError:
         log.warning("rollback failed after a database error", exc_info=True)

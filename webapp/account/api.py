@@ -19,7 +19,6 @@ from webapp.account import flows
 from webapp.auth.sessions import AuthSession, current_session
 from webapp.caching import mark_personal
 from webapp.clock import iso_utc
-from webapp.extensions import db
 
 bp = Blueprint("account_api", __name__)
 # Personal, as the account pages; _no_store below keeps this area's own header.
@@ -94,7 +93,6 @@ def overview(session: AuthSession) -> Response:
 @session_required
 def unlink(session: AuthSession, account_id: int) -> Response:
     removed = flows.unlink_account(user_id=session.user.id, account_id=account_id, current=session)
-    db.session.commit()
     return jsonify({"unlinked": removed.id})
 
 
@@ -102,7 +100,6 @@ def unlink(session: AuthSession, account_id: int) -> Response:
 @session_required
 def end_session(session: AuthSession, session_id: int) -> Response:
     own = flows.end_session(user_id=session.user.id, session_id=session_id, current=session)
-    db.session.commit()
     return jsonify({"ended": session_id, "signedOut": own})
 
 
@@ -110,7 +107,6 @@ def end_session(session: AuthSession, session_id: int) -> Response:
 @session_required
 def end_others(session: AuthSession) -> Response:
     count = flows.end_other_sessions(user_id=session.user.id, current=session)
-    db.session.commit()
     return jsonify({"ended": count})
 
 
@@ -121,5 +117,4 @@ def delete(session: AuthSession) -> Response:
     flows.delete_account(
         user_id=session.user.id, current=session, confirmation=str(body.get("confirm", ""))
     )
-    db.session.commit()
     return jsonify({"deleted": True})

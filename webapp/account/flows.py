@@ -2,8 +2,8 @@
 
 Each flow takes the signed-in user's id (and session where it matters), checks ownership
 itself (a row of another user is "not found", never acted on), raises ``AccountError``
-with a stable code (webapp/auth/errors.py), and leaves committing to the caller's single
-``db.session.commit()``.
+with a stable code (webapp/auth/errors.py), and never commits: the request's writes are
+committed when it ends (webapp/transactions.py).
 """
 
 from __future__ import annotations

@@ -25,13 +25,13 @@ from flask import (
 from flask.typing import ResponseReturnValue
 from flask_login import current_user, login_required
 
+from webapp import transactions
 from webapp.account import flows
 from webapp.auth import reauth
 from webapp.auth.errors import AccountError
 from webapp.auth.redirects import is_safe_callback_url
 from webapp.auth.sessions import AuthSession, current_session
 from webapp.caching import mark_personal
-from webapp.extensions import db
 
 bp = Blueprint("account", __name__)
 # Every answer here is personal, even the signed-out redirect: never cached (ui.csp).
@@ -158,16 +158,15 @@ def delete() -> ResponseReturnValue:
 def _respond(
     section: str, action: Callable[[], Done], *, again: str | None = None
 ) -> ResponseReturnValue:
-    """Run ``action``, commit, and answer: the section (htmx) or a redirect (plain form).
+    """Run ``action`` and answer: the section (htmx) or a redirect (plain form).
 
     An action refused for want of a recent sign-in sends the browser to the confirmation
     page, which leads back to ``again`` (the page to repeat the action from).
     """
     try:
         done = action()
-        db.session.commit()
     except AccountError as exc:
-        db.session.rollback()
+        transactions.discard()
         if exc.code == flows.REAUTH_REQUIRED and again is not None:
             target = reauth.confirm_url(again)
             if _is_htmx():

@@ -188,14 +188,19 @@ def error_page_code(code: str | None) -> Code:
 
 
 class CodedError(Exception):
-    """A refusal with a stable code from ``CODES``; ``detail`` goes to the log only."""
+    """A refusal with a stable code from ``CODES``; ``detail`` goes to the log only.
 
-    def __init__(self, code: str, detail: str | None = None) -> None:
+    The request's writes are discarded, unless ``keep`` says they must stand (a one-time
+    code burnt by its last wrong try): see ``webapp.transactions``.
+    """
+
+    def __init__(self, code: str, detail: str | None = None, *, keep: bool = False) -> None:
         if code not in CODES:
             raise ValueError(f"unknown error code {code!r}")
         super().__init__(code)
         self.code = code
         self.detail = detail
+        self.keep = keep
 
     def __str__(self) -> str:  # never used on a page; for logs
         return f"{self.code}: {self.detail}" if self.detail else self.code

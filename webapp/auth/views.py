@@ -20,12 +20,13 @@ from webapp.auth import beacon, urls
 from webapp.auth.answers import callback_url_param, send_to
 from webapp.auth.errorpage import render_error_page
 from webapp.auth.errors import SIGNIN_CODES, code_for, error_page_code
-from webapp.auth.hooks import current_hooks, session_read, signed_out
+from webapp.auth.flows.signout import sign_out
+from webapp.auth.hooks import current_hooks, session_read
 from webapp.auth.providers import providers
 from webapp.auth.providers.base import Outcome, Page, Redirect
-from webapp.auth.redirects import is_safe_callback_url, resolve_redirect
-from webapp.auth.sessions import current_session, end_current_session, session_json
-from webapp.extensions import csrf, db
+from webapp.auth.redirects import is_safe_callback_url
+from webapp.auth.sessions import current_session, session_json
+from webapp.extensions import csrf
 from webapp.ui import csp
 
 log = logging.getLogger(__name__)
@@ -130,11 +131,7 @@ def signout_page() -> str:
 
 @bp.post("/signout", provide_automatic_options=False)
 def signout_submit() -> Response:
-    ended = end_current_session()
-    db.session.commit()
-    if ended is not None:
-        signed_out.send(user_id=ended.user_id, session_id=ended.id)
-    return send_to(resolve_redirect(callback_url_param()))
+    return send_to(sign_out(callback_url=callback_url_param()))
 
 
 @bp.get("/verify-request", provide_automatic_options=False)

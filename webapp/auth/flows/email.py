@@ -66,7 +66,10 @@ def start_email_signin(
     """Send a sign-in link and code to ``email``; return the verify-request URL.
 
     Raises ``EmailSignin`` for an invalid address or a failed delivery, and then leaves no
-    token behind. Sets the browser-binding cookie only once the message is on its way.
+    token behind (the row is discarded with the request). The row is written before the
+    message is sent and committed when the request ends, so a database that is down fails
+    the request before any message goes out. Sets the browser-binding cookie only once the
+    message is on its way.
     """
     try:
         address = normalize_email(email)
@@ -85,10 +88,8 @@ def start_email_signin(
     now = utcnow()
     expires = now + conf.email_token_max_age
     target = safe_callback_url(callback_url)
-    # Committed before sending, so the link works the moment the message arrives.
-    row_id = db.session.execute(
-        insert(VerificationToken)
-        .values(
+    db.session.execute(
+        insert(VerificationToken).values(
             identifier=address,
             token_hash=_keyed_hashes("email-token", token)[0],
             code_hash=_keyed_hashes("email-code", code)[0],
@@ -98,9 +99,7 @@ def start_email_signin(
             attempts=0,
             callback_url=target,
         )
-        .returning(VerificationToken.id)
-    ).scalar_one()
-    db.session.commit()
+    )
 
     link = urls.auth_url(f"callback/{provider_id}", token=token, email=address, callbackUrl=target)
     try:
@@ -109,14 +108,8 @@ def start_email_signin(
             template="signin",
             context=_message_context(email=address, url=link, code=code, expires=expires),
         )
-    except Exception as exc:
-        # Whatever went wrong, the request is void: its row must not outlive it.
-        db.session.rollback()
-        db.session.execute(delete(VerificationToken).where(VerificationToken.id == row_id))
-        db.session.commit()
-        if isinstance(exc, DeliveryError):
-            raise AuthError("EmailSignin", f"delivery failed: {exc}") from exc
-        raise
+    except DeliveryError as exc:
+        raise AuthError("EmailSignin", f"delivery failed: {exc}") from exc
     cookies.set_cookie(browser_cookie_name(), browser, expires=expires, path=_browser_cookie_path())
     return answer
 
@@ -209,11 +202,9 @@ def complete_email_code(
     tries_left = max_attempts - row.attempts
     if tries_left <= 0:
         db.session.execute(delete(VerificationToken).where(VerificationToken.id == row.id))
-    # The count must stick even though this request fails.
-    db.session.commit()
-    if tries_left <= 0:
-        raise AuthError("Verification", "one-time code burnt after too many wrong tries")
-    return CodeRejected(tries_left=tries_left)
+        # The burn must stand although the request fails.
+        raise AuthError("Verification", "one-time code burnt after too many wrong tries", keep=True)
+    return CodeRejected(tries_left=tries_left)  # a 400 page; the counted try is committed
 
 
 def browser_cookie_name() -> str:
@@ -234,8 +225,8 @@ def _sign_in(
     The URL stored with the request wins over the one the link carries (both are safe).
     """
     if spent.expires <= utcnow():
-        db.session.commit()  # the expired row goes: it was presented, it is useless
-        raise AuthError("Verification", "link or code expired")
+        # The expired row goes (keep): it was presented, it is useless.
+        raise AuthError("Verification", "link or code expired", keep=True)
     resolved = resolve_user(
         provider=provider_id,
         provider_type="email",
