@@ -8,10 +8,18 @@ returns.
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import requests
 import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
@@ -85,3 +93,61 @@ class NewSession:
     user_id: int
     token: str
     token_hash: str
+
+
+@dataclass(frozen=True)
+class Gunicorn:
+    """A gunicorn serving the app: where it listens, and its logs."""
+
+    url: str
+    port: int
+    access_log: Path
+    error_log: Path
+
+
+@contextmanager
+def run_gunicorn(tmp_path: Path, **settings: str) -> Iterator[Gunicorn]:
+    """Run gunicorn with the repository's gunicorn.conf.py, production settings, a fresh
+    migrated SQLite database and ``settings`` on top; stop it afterwards."""
+    from .conftest import TEST_SECRET, migrate_database
+
+    database = f"sqlite:///{tmp_path / 'gunicorn.sqlite3'}"
+    migrate_database(database)
+    port = free_port()
+    access, errors = tmp_path / "gunicorn-access.log", tmp_path / "gunicorn-error.log"
+    env = {
+        **os.environ,
+        "APP_ENV": "production",
+        "AUTH_SECRET": TEST_SECRET,
+        "AUTH_URL": f"http://127.0.0.1:{port}/auth",
+        "DATABASE_URL": database,
+        "WEB_CONCURRENCY": "1",
+        **settings,
+    }
+    command = [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "--bind",
+               f"127.0.0.1:{port}", "--access-logfile", str(access), "--error-logfile",
+               str(errors)]  # fmt: skip
+    root = Path(__file__).resolve().parent.parent
+    server = subprocess.Popen(
+        command, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_listening(f"{url}/auth/csrf", server)
+        yield Gunicorn(url, port, access, errors)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def wait_until_listening(url: str, process: subprocess.Popen[Any]) -> None:
+    """Wait until ``url`` answers at all (any status); fail if ``process`` exits first."""
+    for _ in range(150):
+        if process.poll() is not None:
+            raise AssertionError(f"{process.args[0]} exited with {process.returncode}")
+        try:
+            requests.get(url, timeout=2)
+            return
+        except requests.ConnectionError:
+            time.sleep(0.1)
+    raise AssertionError(f"{url} did not answer")

@@ -8,23 +8,20 @@ throttle, and the proxy's access log never holds an e-mail link's token.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 import requests
 
-from .conftest import IN_CI, TEST_SECRET, migrate_database
+from .conftest import IN_CI
 from .fixtures_smtp import Mailbox, link_of
-from .helpers import free_port
+from .helpers import free_port, run_gunicorn, wait_until_listening
 
 pytestmark = pytest.mark.e2e
 
@@ -55,18 +52,6 @@ def _nginx_conf(folder: Path, *, listen: int, upstream: int) -> Path:
     return conf
 
 
-def _wait_for(url: str, process: subprocess.Popen[Any]) -> None:
-    for _ in range(150):
-        if process.poll() is not None:
-            raise AssertionError(f"{process.args[0]} exited with {process.returncode}")
-        try:
-            requests.get(url, timeout=2)
-            return
-        except requests.ConnectionError:
-            time.sleep(0.1)
-    raise AssertionError(f"{url} did not answer")
-
-
 @pytest.fixture
 def proxied_site(tmp_path: Path, mailbox: Mailbox) -> Iterator[tuple[str, Path]]:
     """gunicorn with production settings behind nginx; yields nginx's URL and its log."""
@@ -78,52 +63,26 @@ def proxied_site(tmp_path: Path, mailbox: Mailbox) -> Iterator[tuple[str, Path]]
         if IN_CI:
             pytest.fail(message, pytrace=False)
         pytest.skip(message)
-    url = f"sqlite:///{tmp_path / 'proxied.sqlite3'}"
-    migrate_database(url)
-    app_port, proxy_port = free_port(), free_port()
-    env = {
-        **os.environ,
-        "APP_ENV": "production",
-        "AUTH_SECRET": TEST_SECRET,
+    settings = {
         "AUTH_URL": f"http://{SITE}/auth",
-        "DATABASE_URL": url,
-        "WEB_CONCURRENCY": "1",
         "AUTH_TRUSTED_PROXIES": "127.0.0.1",
         "EMAIL_SERVER": mailbox.url(),
         "EMAIL_IP_LIMIT": "3/10m",
         "EMAIL_ADDRESS_LIMIT": "100/10m",
     }
-    server_log = (tmp_path / "gunicorn.log").open("w")
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "-c",
-            "gunicorn.conf.py",
-            "--bind",
-            f"127.0.0.1:{app_port}",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=server_log,
-        stderr=subprocess.STDOUT,
-    )
-    conf = _nginx_conf(tmp_path, listen=proxy_port, upstream=app_port)
-    proxy = subprocess.Popen(
-        [nginx, "-c", str(conf), "-p", str(tmp_path), "-g", "daemon off;"],
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        _wait_for(f"http://127.0.0.1:{app_port}/auth/csrf", server)
-        _wait_for(f"http://127.0.0.1:{proxy_port}/auth/csrf", proxy)
-        yield f"http://127.0.0.1:{proxy_port}", tmp_path / "access.log"
-    finally:
-        proxy.terminate()
-        server.terminate()
-        proxy.wait(timeout=30)
-        server.wait(timeout=30)
-        server_log.close()
+    with run_gunicorn(tmp_path, **settings) as server:
+        proxy_port = free_port()
+        conf = _nginx_conf(tmp_path, listen=proxy_port, upstream=server.port)
+        proxy = subprocess.Popen(
+            [nginx, "-c", str(conf), "-p", str(tmp_path), "-g", "daemon off;"],
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            wait_until_listening(f"http://127.0.0.1:{proxy_port}/auth/csrf", proxy)
+            yield f"http://127.0.0.1:{proxy_port}", tmp_path / "access.log"
+        finally:
+            proxy.terminate()
+            proxy.wait(timeout=30)
 
 
 def test_through_nginx_forged_headers_change_no_link_and_no_throttle(

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,60 +10,14 @@ from pathlib import Path
 
 import requests
 
-from .conftest import TEST_SECRET, migrate_database
-from .helpers import free_port
-
-ROOT = Path(__file__).resolve().parent.parent
+from .helpers import run_gunicorn
 
 
 @contextmanager
 def _gunicorn(tmp_path: Path) -> Iterator[tuple[str, Path, Path]]:
     """Run gunicorn with the repository's config; yield its URL, access and error logs."""
-    url = f"sqlite:///{tmp_path / 'serve.sqlite3'}"
-    migrate_database(url)
-    port = free_port()
-    access, errors = tmp_path / "access.log", tmp_path / "error.log"
-    env = {
-        **os.environ,
-        "APP_ENV": "production",
-        "AUTH_SECRET": TEST_SECRET,
-        "AUTH_URL": f"http://127.0.0.1:{port}/auth",
-        "DATABASE_URL": url,
-        "WEB_CONCURRENCY": "1",
-    }
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "-c",
-            "gunicorn.conf.py",
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--access-logfile",
-            str(access),
-            "--error-logfile",
-            str(errors),
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(100):
-            try:
-                requests.get(f"{base}/auth/csrf", timeout=5)
-                break
-            except requests.ConnectionError:
-                time.sleep(0.1)
-        else:
-            raise AssertionError("gunicorn did not start")
-        yield base, access, errors
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+    with run_gunicorn(tmp_path) as server:
+        yield server.url, server.access_log, server.error_log
 
 
 def _line_with(log: Path, text: str) -> str:

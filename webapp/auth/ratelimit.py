@@ -52,7 +52,11 @@ def hit(key: str, limit: RateLimit) -> int:
         return int(conn.execute(upsert).scalar_one())
 
 
-def admit(checks: Sequence[tuple[str, RateLimit]]) -> list[tuple[str, RateLimit]] | None:
+#: The counters one attempt was counted on, as ``admit`` returns them for ``release``.
+Counted = list[tuple[str, RateLimit]]
+
+
+def admit(checks: Sequence[tuple[str, RateLimit]]) -> Counted | None:
     """Count one attempt against each (key, limit) in order; None once one is over.
 
     Returns the counted checks, for ``release`` when the attempt turns out not to count
@@ -93,8 +97,22 @@ def identifier_hash(identifier: str) -> str:
     return hmac.new(key, identifier.encode(), "sha256").hexdigest()[:32]
 
 
-def signin_checks(
-    *,
+def admit_signin(scope: str, *, identifier: str, address: str | None) -> Counted | None:
+    """Count one sign-in attempt (``scope``: "credentials" or "email") for ``identifier``
+    from ``address``; None when a limit is reached (see ``admit`` and ``_signin_checks``)."""
+    conf = current_settings()
+    limits = {
+        "credentials": (
+            conf.credentials_ip_limit,
+            conf.credentials_identifier_ip_limit,
+            conf.credentials_identifier_limit,
+        ),
+        "email": (conf.email_ip_limit, conf.email_address_ip_limit, conf.email_address_limit),
+    }[scope]
+    return admit(_signin_checks(scope, identifier, address, *limits))
+
+
+def _signin_checks(
     scope: str,
     identifier: str,
     address: str | None,

@@ -19,7 +19,6 @@ from webapp.auth.errors import AuthError
 from webapp.auth.flows.finish import finish_signin
 from webapp.auth.flows.linking import resolve_user
 from webapp.auth.hooks import UserInfo
-from webapp.settings import current_settings
 
 Authorize = Callable[[Mapping[str, str]], UserInfo | None]
 
@@ -38,18 +37,8 @@ def complete_credentials_signin(
     ``identifier`` is what the throttles count (the first field as typed). Raises
     ``CredentialsSignin`` when a limit is reached or the hook says no.
     """
-    conf = current_settings()
     key = f"{provider_id}:{identifier.strip().lower()}"
-    counted = ratelimit.admit(
-        ratelimit.signin_checks(
-            scope="credentials",
-            identifier=key,
-            address=client_address,
-            ip_limit=conf.credentials_ip_limit,
-            identifier_ip_limit=conf.credentials_identifier_ip_limit,
-            identifier_limit=conf.credentials_identifier_limit,
-        )
-    )
+    counted = ratelimit.admit_signin("credentials", identifier=key, address=client_address)
     if counted is None:
         raise AuthError("CredentialsSignin", "rate limited")
 

@@ -260,20 +260,7 @@ def _throttled(address: str, ip: str | None) -> bool:
     ``limit`` pass. A browser that has signed in as the address before has its own
     allowance, so requests from anyone else cannot silence the owner's.
     """
-    conf = current_settings()
-    return (
-        ratelimit.admit(
-            ratelimit.signin_checks(
-                scope="email",
-                identifier=address,
-                address=ip,
-                ip_limit=conf.email_ip_limit,
-                identifier_ip_limit=conf.email_address_ip_limit,
-                identifier_limit=conf.email_address_limit,
-            )
-        )
-        is None
-    )
+    return ratelimit.admit_signin("email", identifier=address, address=ip) is None
 
 
 def _keyed_hashes(purpose: str, value: str) -> list[str]:
