@@ -174,7 +174,7 @@ def treat_as_signed_out() -> None:
 def create_session(
     user_id: int, *, provider: str | None, provider_sid: str | None = None
 ) -> AuthSession:
-    """Create a session row for ``user_id`` and queue its cookie; commit is the caller's.
+    """Create a session row for ``user_id`` and queue its cookie (committed with the request).
 
     The user's live sessions beyond ``max_sessions_per_user`` are ended (see
     ``_end_least_recently_used``), in the caller's transaction.

@@ -59,7 +59,7 @@ def resolve_user(
     """Find or create the user for a provider identity; raise AuthError by the rules above.
 
     ``tokens`` (access/refresh/ID token, expires_at, scope, token_type, session_state) are
-    written to the account on every sign-in so they are never stale. The caller commits.
+    written to the account on every sign-in so they are never stale (committed with the request).
     """
     for attempt in range(2):
         try:
