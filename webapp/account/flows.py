@@ -36,7 +36,9 @@ NOT_CONFIRMED = "ConfirmationRequired"
 
 
 @dataclass(frozen=True)
-class LinkedAccount:
+class SignInMethod:
+    """One of the user's ways to sign in, as the account area lists it (an Account row)."""
+
     id: int
     provider: str
     provider_name: str
@@ -64,7 +66,7 @@ class LinkOption:
 @dataclass(frozen=True)
 class Overview:
     user: User
-    accounts: list[LinkedAccount]
+    accounts: list[SignInMethod]
     can_unlink: bool
     link_options: list[LinkOption]
     sessions: list[SessionInfo]
@@ -105,7 +107,7 @@ def account_overview(*, user_id: int, session: AuthSession) -> Overview:
     return Overview(
         user=user,
         accounts=[
-            LinkedAccount(a.id, a.provider, _provider_name(a.provider), a.type, a.created_at)
+            SignInMethod(a.id, a.provider, _provider_name(a.provider), a.type, a.created_at)
             for a in accounts
         ],
         can_unlink=len(accounts) > 1 or _email_signin_available(user),
@@ -183,7 +185,7 @@ def link_option(*, user_id: int, provider_id: str) -> LinkOption | None:
     return LinkOption(provider.id, provider.name)
 
 
-def unlink_account(*, user_id: int, account_id: int, current: AuthSession) -> LinkedAccount:
+def unlink_account(*, user_id: int, account_id: int, current: AuthSession) -> SignInMethod:
     """Remove one of the user's sign-in methods; refuse to remove the last one.
 
     Needs a recent sign-in (``reauth``): with an old stolen cookie, removing the owner's
@@ -202,7 +204,7 @@ def unlink_account(*, user_id: int, account_id: int, current: AuthSession) -> Li
             "removed. Link another provider first.",
         )
     db.session.delete(account)
-    return LinkedAccount(
+    return SignInMethod(
         account.id,
         account.provider,
         _provider_name(account.provider),
