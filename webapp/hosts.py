@@ -63,9 +63,14 @@ def is_own_origin(value: str, conf: Settings) -> bool:
     return hostname(parts.netloc) in accepted_hosts(conf)
 
 
+def named_host(environ: WSGIEnvironment) -> str:
+    """Return the host (with port) a request names: a trusted proxy's, else ``Host``."""
+    return str(environ.get(FORWARDED_HOST) or environ.get("HTTP_HOST") or "")
+
+
 def request_host() -> str:
-    """Return the host (with port) this request names: a trusted proxy's, else ``Host``."""
-    return str(request.environ.get(FORWARDED_HOST) or request.host)
+    """``named_host`` of the current request."""
+    return named_host(request.environ)
 
 
 class HostCheck:
@@ -88,7 +93,7 @@ class HostCheck:
         self.verdicts: dict[str, bool] = {}
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        named = environ.get(FORWARDED_HOST) or environ.get("HTTP_HOST") or ""
+        named = named_host(environ)
         ours = self.verdicts.get(named)
         if ours is None:
             ours = hostname(named) in self.accepted

@@ -79,7 +79,7 @@ class ForwardedHeaders:
                 return peer, 0
             address = _parse_ip(forwarded_for[-self.trusted.hops])
             return (str(address), self.trusted.hops) if address else (peer, 0)
-        if not self._is_trusted(peer):
+        if not self._is_trusted(_parse_ip(peer)):
             return peer, 0
         client, hops = peer, 1
         for entry in reversed(forwarded_for):
@@ -87,13 +87,12 @@ class ForwardedHeaders:
             if address is None:
                 break  # trusted proxies write addresses: this entry is not one of theirs
             client = str(address)
-            if not self._is_trusted(client):
+            if not self._is_trusted(address):
                 break
             hops += 1
         return client, hops
 
-    def _is_trusted(self, text: str) -> bool:
-        address = _parse_ip(text)
+    def _is_trusted(self, address: IPv4Address | IPv6Address | None) -> bool:
         return address is not None and any(address in net for net in self.trusted.networks)
 
 

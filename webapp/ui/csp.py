@@ -7,7 +7,7 @@ after a form post, and ``POST signin/<id>`` redirects to each identity provider'
 Images may also come from https (profile pictures at the identity providers).
 
 An answer made for a signed-in person, one that sets or clears the session cookie, and
-everything the account area answers (``sessions.answer_is_personal``) gets
+everything the account area answers (``caching.answer_is_personal``) gets
 ``Cache-Control: private, no-store``: neither a shared proxy nor the browser's cache (the
 back button on a shared computer) may keep a copy. Views that already say no-store (the
 auth routes) keep their own header. Static files read no session, so they keep their cache
