@@ -80,6 +80,22 @@ def _provider_name(provider_id: str) -> str:
     return provider.name if provider is not None else provider_id
 
 
+def _method(account: Account) -> SignInMethod:
+    return SignInMethod(
+        account.id,
+        account.provider,
+        _provider_name(account.provider),
+        account.type,
+        account.created_at,
+    )
+
+
+def sign_in_method(*, user_id: int, account_id: int) -> SignInMethod | None:
+    """Return one of the user's sign-in methods, or None if it is not theirs (or gone)."""
+    account = next((a for a in _accounts(user_id) if a.id == account_id), None)
+    return _method(account) if account is not None else None
+
+
 def _email_signin_available(user: User) -> bool:
     # With an e-mail provider configured, a person with an address can always get a link:
     # that is a way to sign in even without an account row.
@@ -106,10 +122,7 @@ def account_overview(*, user_id: int, session: AuthSession) -> Overview:
     )
     return Overview(
         user=user,
-        accounts=[
-            SignInMethod(a.id, a.provider, _provider_name(a.provider), a.type, a.created_at)
-            for a in accounts
-        ],
+        accounts=[_method(a) for a in accounts],
         can_unlink=len(accounts) > 1 or _email_signin_available(user),
         link_options=[
             LinkOption(p.id, p.name)
@@ -204,13 +217,7 @@ def unlink_account(*, user_id: int, account_id: int, current: AuthSession) -> Si
             "removed. Link another provider first.",
         )
     db.session.delete(account)
-    return SignInMethod(
-        account.id,
-        account.provider,
-        _provider_name(account.provider),
-        account.type,
-        account.created_at,
-    )
+    return _method(account)
 
 
 def end_session(*, user_id: int, session_id: int, current: AuthSession) -> bool:

@@ -105,8 +105,7 @@ def link_page(provider_id: str) -> ResponseReturnValue:
 @login_required
 def unlink_page(account_id: int) -> ResponseReturnValue:
     """The step a confirmation returns to before removing a method."""
-    view = flows.account_overview(user_id=current_user.id, session=_session())
-    account = next((a for a in view.accounts if a.id == account_id), None)
+    account = flows.sign_in_method(user_id=current_user.id, account_id=account_id)
     if account is None:
         return redirect(url_for("account.overview", _anchor="accounts"), code=303)
     return render_template("account/unlink.html", account=account)
