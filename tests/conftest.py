@@ -123,6 +123,17 @@ def postgres_url(tmp_path: Path) -> Iterator[str]:
     yield from _migrated_pg_database()
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def empty_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty database of each kind (nothing migrated), for migration tests."""
+    if request.param == "sqlite":
+        yield "sqlite:///" + str(tmp_path / "fresh.sqlite3")
+        return
+    url = create_pg_database("webapp_migrate")
+    yield url
+    drop_pg_database(url)
+
+
 def _migrated_pg_database() -> Iterator[str]:
     url = create_pg_database()
     try:

@@ -26,7 +26,7 @@ from webapp.auth.hooks import AuthHooks, UserInfo
 from webapp.extensions import db
 from webapp.models import Account, Session, User
 
-from .conftest import base_config, create_pg_database, drop_pg_database
+from .conftest import base_config
 from .fixtures_smtp import EmailActions, Mailbox, link_of
 from .helpers import demo_sign_in
 from .oauth_support import (
@@ -413,16 +413,6 @@ def test_provider_pictures_are_stored_only_when_safe(
 
 
 # -- the migration: down keeps every row and makes the address unique again ------------
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def empty_database(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield "sqlite:///" + str(tmp_path / "fresh.sqlite3")
-        return
-    url = create_pg_database("webapp_migrate")
-    yield url
-    drop_pg_database(url)
 
 
 def test_downgrade_clears_only_unverified_duplicates_and_keeps_every_row(

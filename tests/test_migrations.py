@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
@@ -12,19 +11,9 @@ from flask_migrate import downgrade, upgrade
 from webapp import MIGRATIONS_DIR, create_app
 from webapp.extensions import db
 
-from .conftest import base_config, create_pg_database, drop_pg_database
+from .conftest import base_config
 
 TABLES = {"users", "accounts", "sessions", "verification_tokens", "rate_limit_counters"}
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def empty_database(request, tmp_path):
-    if request.param == "sqlite":
-        yield "sqlite:///" + str(tmp_path / "fresh.sqlite3")
-        return
-    url = create_pg_database("webapp_migrate")
-    yield url
-    drop_pg_database(url)
 
 
 def test_there_is_one_head():
