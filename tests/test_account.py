@@ -147,6 +147,24 @@ def test_another_users_account_or_session_is_not_found(app, client, auth, accoun
     assert _session_ids(app, bob.id) == [bob_session]
 
 
+@pytest.mark.parametrize("row_id", ["0", "9223372036854775808", "99999999999999999999999"])
+def test_ids_no_row_can_have_are_not_found_and_change_nothing(app, client, auth, row_id):
+    # Beyond BIGINT, PostgreSQL could not bind the id and the answer was a 500.
+    auth.signin("ann@example.com")
+    token = auth.csrf()
+    for method, path, headers in [
+        ("POST", f"/account/sessions/{row_id}/end", {}),
+        ("POST", f"/account/accounts/{row_id}/unlink", {}),
+        ("GET", f"/account/accounts/{row_id}/unlink", {}),
+        ("POST", f"/account/api/sessions/{row_id}/end", {"X-CSRFToken": token}),
+        ("POST", f"/account/api/accounts/{row_id}/unlink", {"X-CSRFToken": token}),
+    ]:
+        r = client.open(path, method=method, data={"csrfToken": token}, headers=headers)
+        assert r.status_code in (404, 405), (method, path, r.status_code)
+    assert client.get("/auth/session").json["user"]["email"] == "ann@example.com"
+    assert row_count(app, Account) == 1 and row_count(app, Session) == 1
+
+
 def test_ending_another_session_signs_that_browser_out(app, client, auth, second_browser):
     user = _user(app)
     mine, theirs = _session_ids(app, user.id)

@@ -10,6 +10,7 @@ from blinker import Namespace
 from flask import Flask
 from sqlalchemy import CursorResult, Engine, Executable, Select, TypeDecorator, event
 from sqlalchemy.exc import DBAPIError
+from werkzeug.routing import IntegerConverter, Map
 
 from webapp.extensions import db
 
@@ -46,8 +47,21 @@ def execute_counting(statement: Executable) -> int:
     return int(result.rowcount)
 
 
+class RowIdConverter(IntegerConverter):
+    """``<id:name>`` in a route: a row id, a whole number that fits BIGINT.
+
+    Werkzeug's ``int`` takes any length; a larger number reached PostgreSQL as a parameter
+    it cannot bind and answered 500. Out of range, the route does not match: 404.
+    """
+
+    def __init__(self, url_map: Map) -> None:
+        super().__init__(url_map, min=1, max=2**63 - 1)
+
+
 def init_app(app: Flask) -> None:
-    """Bind Flask-SQLAlchemy and make SQLite enforce foreign keys (ON DELETE CASCADE)."""
+    """Bind Flask-SQLAlchemy and make SQLite enforce foreign keys (ON DELETE CASCADE);
+    register the ``id`` route converter for row ids."""
+    app.url_map.converters["id"] = RowIdConverter
     db.init_app(app)
     with app.app_context():
         engine = db.engine

@@ -89,14 +89,14 @@ def overview(session: AuthSession) -> Response:
     )
 
 
-@bp.post("/accounts/<int:account_id>/unlink")
+@bp.post("/accounts/<id:account_id>/unlink")
 @session_required
 def unlink(session: AuthSession, account_id: int) -> Response:
     removed = flows.unlink_account(user_id=session.user.id, account_id=account_id, current=session)
     return jsonify({"unlinked": removed.id})
 
 
-@bp.post("/sessions/<int:session_id>/end")
+@bp.post("/sessions/<id:session_id>/end")
 @session_required
 def end_session(session: AuthSession, session_id: int) -> Response:
     own = flows.end_session(user_id=session.user.id, session_id=session_id, current=session)

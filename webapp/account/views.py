@@ -101,7 +101,7 @@ def link_page(provider_id: str) -> ResponseReturnValue:
     return render_template("account/link.html", option=option)
 
 
-@bp.get("/account/accounts/<int:account_id>/unlink")
+@bp.get("/account/accounts/<id:account_id>/unlink")
 @login_required
 def unlink_page(account_id: int) -> ResponseReturnValue:
     """The step a confirmation returns to before removing a method."""
@@ -111,7 +111,7 @@ def unlink_page(account_id: int) -> ResponseReturnValue:
     return render_template("account/unlink.html", account=account)
 
 
-@bp.post("/account/accounts/<int:account_id>/unlink")
+@bp.post("/account/accounts/<id:account_id>/unlink")
 @login_required
 def unlink(account_id: int) -> ResponseReturnValue:
     def action() -> Done:
@@ -123,7 +123,7 @@ def unlink(account_id: int) -> ResponseReturnValue:
     return _respond("accounts", action, again=url_for("account.unlink_page", account_id=account_id))
 
 
-@bp.post("/account/sessions/<int:session_id>/end")
+@bp.post("/account/sessions/<id:session_id>/end")
 @login_required
 def end_session(session_id: int) -> ResponseReturnValue:
     def action() -> Done:
