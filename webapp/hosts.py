@@ -10,6 +10,7 @@ The check is a second line: no URL is ever built from the request's host anyway.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Iterable
@@ -46,8 +47,14 @@ def hostname(value: str) -> str:
 
 def accepted_hosts(conf: Settings) -> frozenset[str]:
     """Return the host names requests may name under these settings."""
-    hosts = {urlsplit(conf.auth_url).hostname or "", *conf.allowed_hosts}
-    if conf.is_development:
+    return _accepted(conf.auth_url, conf.allowed_hosts, conf.is_development)
+
+
+@functools.cache
+def _accepted(auth_url: str, allowed: tuple[str, ...], development: bool) -> frozenset[str]:
+    # Cached: the CSRF origin check asks on every POST; the answer is fixed at start-up.
+    hosts = {urlsplit(auth_url).hostname or "", *allowed}
+    if development:
         hosts |= {h.strip("[]") for h in LOOPBACK_HOSTS}
     return frozenset(hosts - {""})
 
