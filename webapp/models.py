@@ -4,11 +4,13 @@
 
 Column names are plain so that a DBA can read and query the tables directly; times are
 ``timestamp with time zone`` in UTC. Tokens are never stored as given: sessions keep the
-SHA-256 of their cookie value and verification tokens a keyed hash.
+SHA-256 of their cookie value, verification tokens a keyed hash, and accounts the
+provider's tokens sealed (AES-GCM, ``webapp.sealing``), since those must be read back.
 """
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,8 +29,11 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
+from webapp import sealing
 from webapp.clock import utcnow
 from webapp.extensions import db
+
+log = logging.getLogger(__name__)
 
 # SQLite has no BIGINT autoincrement; the variant keeps integer primary keys working there.
 BigIntPK = BigInteger().with_variant(Integer(), "sqlite")
@@ -54,6 +59,35 @@ class UTCDateTime(TypeDecorator[datetime]):
             return None
         moment: datetime = datetime.fromisoformat(value) if isinstance(value, str) else value
         return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+class SealedText(TypeDecorator[str]):
+    """Text sealed at rest (``webapp.sealing``), bound to the column it is declared for.
+
+    Python code sees the plaintext; the database only the sealed value. A value no
+    configured secret opens (sealed under a secret since retired without
+    ``flask auth rotate-secrets``) reads as None, with a warning: a token we cannot read is
+    no token, and the page that loaded the row still works.
+    """
+
+    impl = Text
+    cache_ok = True
+
+    def __init__(self, context: str) -> None:
+        super().__init__()
+        self.context = context
+
+    def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
+        return None if value is None else sealing.seal(value, context=self.context)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> str | None:
+        if value is None:
+            return None
+        try:
+            return sealing.open_sealed(str(value), context=self.context)
+        except sealing.Unreadable as exc:
+            log.warning("%s: a stored value is unreadable, read as none: %s", self.context, exc)
+            return None
 
 
 class User(db.Model):
@@ -97,6 +131,10 @@ class User(db.Model):
     )
 
 
+#: What a DBA reads on a sealed token column (migration 0004 sets the same text).
+SEALED_COMMENT = "Sealed provider token (AES-GCM under AUTH_SECRET); NULL when none"
+
+
 class Account(db.Model):
     """A way for a user to sign in: an identity at a provider, with its tokens."""
 
@@ -104,7 +142,7 @@ class Account(db.Model):
     __table_args__ = (
         UniqueConstraint("provider", "provider_account_id", name="uq_accounts_provider_subject"),
         Index("ix_accounts_user_id", "user_id"),
-        {"comment": "Identities at sign-in providers, linked to users; holds provider tokens."},
+        {"comment": "Identities at sign-in providers, linked to users; provider tokens sealed."},
     )
 
     id: Mapped[int] = mapped_column(BigIntPK, primary_key=True)
@@ -118,9 +156,15 @@ class Account(db.Model):
     provider_account_id: Mapped[str] = mapped_column(
         String(255), nullable=False, comment="The subject at the provider (OIDC sub)"
     )
-    access_token: Mapped[str | None] = mapped_column(Text)
-    refresh_token: Mapped[str | None] = mapped_column(Text)
-    id_token: Mapped[str | None] = mapped_column(Text)
+    access_token: Mapped[str | None] = mapped_column(
+        SealedText("accounts.access_token"), comment=SEALED_COMMENT
+    )
+    refresh_token: Mapped[str | None] = mapped_column(
+        SealedText("accounts.refresh_token"), comment=SEALED_COMMENT
+    )
+    id_token: Mapped[str | None] = mapped_column(
+        SealedText("accounts.id_token"), comment=SEALED_COMMENT
+    )
     expires_at: Mapped[datetime | None] = mapped_column(
         UTCDateTime, comment="When the access token expires"
     )
