@@ -24,7 +24,14 @@ from .helpers import demo_sign_in
 ROOT = Path(__file__).resolve().parent.parent / "webapp"
 #: Where a commit may be written: the boundary itself, the handler of a refusal whose
 #: writes must stand, and the maintenance commands' batches (their own boundary).
-COMMITTERS = {"transactions.py", "errors.py", "cli.py", "auth/sessions.py", "auth/ratelimit.py"}
+COMMITTERS = {
+    "transactions.py",
+    "errors.py",
+    "cli.py",
+    "auth/sessions.py",
+    "auth/ratelimit.py",
+    "auth/flows/provider_tokens.py",
+}
 
 
 def test_only_the_boundary_commits() -> None:
@@ -37,6 +44,9 @@ def test_only_the_boundary_commits() -> None:
     sessions = (ROOT / "auth/sessions.py").read_text()
     # There, only the batched cleanup commits.
     assert sessions.count(".commit()") == 1 and "def delete_expired" in sessions
+    # There, only the batched re-sealing (the refresh is its own ``session.begin()`` unit).
+    tokens = (ROOT / "auth/flows/provider_tokens.py").read_text()
+    assert tokens.count(".commit()") == 1 and "def reseal_tokens" in tokens
 
 
 def _committed_sessions(app: Flask) -> int:

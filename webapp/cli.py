@@ -1,4 +1,5 @@
-"""Operator commands: ``flask auth cleanup | sessions | revoke``."""
+"""Operator commands: ``flask auth cleanup | sessions | revoke | revoke-tokens |
+rotate-secrets``."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ from sqlalchemy import delete, select
 from webapp import logsafe
 from webapp.auth import ratelimit
 from webapp.auth.addresses import InvalidAddress, normalize_email
+from webapp.auth.flows.provider_tokens import reseal_tokens, revoke_tokens
 from webapp.auth.sessions import delete_expired
 from webapp.clock import utcnow
 from webapp.database import execute_counting
 from webapp.extensions import db
-from webapp.models import Session, User, VerificationToken
+from webapp.models import Account, Session, User, VerificationToken
 
 auth_cli = AppGroup("auth", help="Inspect and clean up sign-in data.")
 
@@ -87,6 +89,54 @@ def revoke(email: str | None, session_id: int | None) -> None:
     if session_id is not None and count == 0:
         raise click.ClickException(f"no session with id {session_id}")
     click.echo(f"revoked {count} session(s){users}")
+
+
+@auth_cli.command("revoke-tokens")
+@click.option("--user", "email", required=True, help="Whose provider tokens (e-mail address).")
+@click.option("--provider", "provider_id", help="Only the account at this provider (its id).")
+def revoke_provider_tokens(email: str, provider_id: str | None) -> None:
+    """Revoke a user's tokens at their providers (RFC 7009) and forget them.
+
+    The accounts stay linked: the person can still sign in through them, which stores new
+    tokens. Exits non-zero when a provider did not confirm.
+    """
+    query = (
+        select(Account)
+        .join(User)
+        .where(User.email == _address(email))
+        .where(Account.access_token.is_not(None) | Account.refresh_token.is_not(None))
+        .order_by(Account.id)
+    )
+    if provider_id:
+        query = query.where(Account.provider == provider_id)
+    accounts = list(db.session.scalars(query))
+    confirmed = [revoke_tokens(account, forget=True) for account in accounts]
+    db.session.commit()
+    for account, ok in zip(accounts, confirmed, strict=True):
+        state = "revoked" if ok else "NOT confirmed by the provider (see the log)"
+        click.echo(f"account {account.id} ({account.provider}): {state}; tokens forgotten")
+    click.echo(f"{sum(confirmed)} of {len(accounts)} account(s) revoked at the provider")
+    if not all(confirmed):
+        raise SystemExit(1)
+
+
+@auth_cli.command("rotate-secrets")
+@click.option("--batch-size", default=500, show_default=True, help="Rows per transaction.")
+def rotate_secrets(batch_size: int) -> None:
+    """Re-seal provider tokens under AUTH_SECRET, so AUTH_PREVIOUS_SECRETS can be retired.
+
+    Run it with the new secret in AUTH_SECRET and the old ones in AUTH_PREVIOUS_SECRETS;
+    when it reports no unreadable rows, the old secrets can go.
+    """
+    done = reseal_tokens(batch_size=batch_size)
+    click.echo(f"re-sealed {done.changed} account(s) under the current secret")
+    if done.unreadable:
+        click.echo(
+            f"{done.unreadable} account(s) hold tokens no configured secret opens: add the "
+            "secret they were sealed under to AUTH_PREVIOUS_SECRETS and run this again",
+            err=True,
+        )
+        raise SystemExit(1)
 
 
 def _address(email: str) -> str:

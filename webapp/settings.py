@@ -166,6 +166,11 @@ class Settings:
     oauth_check_max_age: timedelta = timedelta(seconds=900)
     #: Lifetime of the JWTs we sign to authenticate at token endpoints (docs/constants.md).
     client_assertion_lifetime: timedelta = timedelta(seconds=60)
+    #: A stored provider access token expiring within this is refreshed before it is handed
+    #: out (``provider_access_token``, ``GET {AUTH_URL}/token/<provider>``).
+    provider_token_refresh_margin: timedelta = timedelta(seconds=60)
+    #: Longest an introspected bearer token's answer is reused (never past its ``exp``).
+    bearer_cache_ttl: timedelta = timedelta(seconds=60)
     #: Clock skew tolerated on ID token ``exp`` and ``iat``.
     id_token_leeway: timedelta = timedelta(seconds=60)
     #: Database connections each worker process keeps (PostgreSQL): one per server thread,
@@ -404,6 +409,22 @@ def load_settings(
                 get("AUTH_REAUTH_MAX_AGE", "reauth_max_age"),
                 int(Settings.account_reauth_window.total_seconds()),
                 1,
+            )
+        ),
+        provider_token_refresh_margin=timedelta(
+            seconds=_parse_int(
+                "AUTH_TOKEN_REFRESH_MARGIN",
+                get("AUTH_TOKEN_REFRESH_MARGIN", "token_refresh_margin"),
+                int(Settings.provider_token_refresh_margin.total_seconds()),
+                0,
+            )
+        ),
+        bearer_cache_ttl=timedelta(
+            seconds=_parse_int(
+                "AUTH_BEARER_CACHE_TTL",
+                get("AUTH_BEARER_CACHE_TTL", "bearer_cache_ttl"),
+                int(Settings.bearer_cache_ttl.total_seconds()),
+                0,
             )
         ),
         email_ip_limit=rate("EMAIL_IP_LIMIT", "email_ip_limit"),

@@ -8,9 +8,11 @@ writes must stand (a one-time code burnt by its last wrong try, a spent expired 
 raised with ``keep=True`` and committed by its handler instead. A flow whose outcome
 replaces the sign-in (a hook's redirect) discards with ``discard``.
 
-Outside this rule, each by design its own one-statement transaction: the session read's
-rare UPDATE or DELETE (no BEGIN/COMMIT on the hot path, ``auth.sessions``) and the rate
-limit counters (they must survive the failing attempt's rollback, ``auth.ratelimit``).
+Outside this rule, each by design its own short transaction: the session read's rare
+UPDATE or DELETE (no BEGIN/COMMIT on the hot path, ``auth.sessions``), the rate limit
+counters (they must survive the failing attempt's rollback, ``auth.ratelimit``) and a
+provider token's refresh (a rotated refresh token must outlive the request,
+``auth.flows.provider_tokens``).
 The ``flask auth`` commands are their own boundary and commit per batch.
 """
 

@@ -9,35 +9,17 @@ sign-in method), 403 (recent sign-in needed) or 400 (confirmation missing).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import wraps
-from typing import Any, TypeVar, cast
-
 from flask import Blueprint, Response, jsonify, request
 
 from webapp.account import flows
-from webapp.auth.sessions import AuthSession, current_session
+from webapp.auth.answers import session_required
+from webapp.auth.sessions import AuthSession
 from webapp.caching import mark_personal
 from webapp.clock import iso_utc
 
 bp = Blueprint("account_api", __name__)
 # Personal, as the account pages; _no_store below keeps this area's own header.
 bp.before_request(mark_personal)
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def session_required(view: F) -> F:
-    """Answer 401 JSON instead of the pages' redirect to the sign-in page."""
-
-    @wraps(view)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        session = current_session()
-        if session is None:
-            return jsonify({"error": "SessionRequired"}), 401
-        return view(session, *args, **kwargs)
-
-    return cast(F, wrapper)
 
 
 @bp.after_request

@@ -16,6 +16,7 @@ from sqlalchemy import delete, select
 from webapp.account.devices import describe_device
 from webapp.auth import reauth
 from webapp.auth.errors import AccountError
+from webapp.auth.flows.provider_tokens import revoke_tokens
 from webapp.auth.providers import providers
 from webapp.auth.sessions import AuthSession, end_current_session
 from webapp.clock import utcnow
@@ -202,7 +203,8 @@ def unlink_account(*, user_id: int, account_id: int, current: AuthSession) -> Si
     """Remove one of the user's sign-in methods; refuse to remove the last one.
 
     Needs a recent sign-in (``reauth``): with an old stolen cookie, removing the owner's
-    methods would lock her out for good.
+    methods would lock her out for good. The account's tokens are revoked at the provider
+    first (a failure there does not stop the unlink).
     """
     _require_recent(current)
     user = db.session.get(User, user_id)
@@ -216,6 +218,7 @@ def unlink_account(*, user_id: int, account_id: int, current: AuthSession) -> Si
             f"{_provider_name(account.provider)} is your only way to sign in, so it cannot be "
             "removed. Link another provider first.",
         )
+    revoke_tokens(account, forget=False)
     db.session.delete(account)
     return _method(account)
 
@@ -244,7 +247,8 @@ def delete_account(*, user_id: int, current: AuthSession, confirmation: str) -> 
     """Delete the user with their accounts, sessions and pending e-mail links.
 
     Needs the typed confirmation and a sign-in within the re-authentication window, so an
-    unattended browser or a stolen old cookie cannot delete the account.
+    unattended browser or a stolen old cookie cannot delete the account. Every account's
+    tokens are revoked at its provider first (failures there do not stop the deletion).
     """
     if confirmation.strip() != DELETE_CONFIRMATION:
         raise AccountError(NOT_CONFIRMED, f"Type {DELETE_CONFIRMATION} to confirm.")
@@ -252,6 +256,8 @@ def delete_account(*, user_id: int, current: AuthSession, confirmation: str) -> 
     user = db.session.get(User, user_id)
     if user is None:
         raise AccountError(NOT_FOUND, "This account no longer exists.")
+    for account in _accounts(user_id):
+        revoke_tokens(account, forget=False)
     end_current_session()
     # Explicit deletes rather than relying on ON DELETE CASCADE: the outcome must not
     # depend on a connection's foreign-key setting (SQLite's is per connection).

@@ -1,13 +1,36 @@
 """How the auth routes answer a flow's outcome: a redirect, or ``{"url": …}`` for scripts.
 
 Auth.js clients ask for JSON (``json=true`` in the form, ``X-Auth-Return-Redirect``, or a
-JSON body) and then read ``url`` from every answer, errors included.
+JSON body) and then read ``url`` from every answer, errors included. Routes only scripts
+call answer a signed-out caller ``401 {"error": "SessionRequired"}`` (``session_required``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, TypeVar, cast
+
 from flask import jsonify, redirect, request
 from werkzeug.wrappers import Response
+
+from webapp.auth.sessions import current_session
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def session_required(view: F) -> F:
+    """Call ``view(session, …)`` for a signed-in browser; answer 401 JSON to anyone else
+    (scripts get no redirect to the sign-in page)."""
+
+    @wraps(view)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        session = current_session()
+        if session is None:
+            return jsonify({"error": "SessionRequired"}), 401
+        return view(session, *args, **kwargs)
+
+    return cast(F, wrapper)
 
 
 def wants_json() -> bool:

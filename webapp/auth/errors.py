@@ -162,6 +162,20 @@ CODES: dict[str, Code] = {
         "For your safety, this needs a recent sign-in.",
         "Confirm it is you, and you will be brought back here.",
     ),
+    "RefreshAccessTokenError": Code(
+        ACCOUNT,
+        409,
+        "Sign in with the provider again",
+        "Your access at the sign-in provider has ended, so we cannot act there for you.",
+        "Sign in with that provider again.",
+    ),
+    "ProviderUnavailable": Code(
+        ACCOUNT,
+        503,
+        "The sign-in provider is not answering",
+        "We could not reach the sign-in provider just now. Nothing was changed.",
+        "Try again in a moment.",
+    ),
     "ConfirmationRequired": Code(
         ACCOUNT,
         400,

@@ -32,6 +32,9 @@ user_created = _signals.signal("user-created")
 account_linked = _signals.signal("account-linked")
 #: Sent with ``user`` and ``session`` (the session JSON payload) when a session is read.
 session_read = _signals.signal("session-read")
+#: Sent with ``user_id``, ``provider``, ``account_id`` and ``reason`` when revoking an
+#: account's tokens at its provider failed (the unlink or deletion went ahead): count it.
+revocation_failed = _signals.signal("revocation-failed")
 
 
 @dataclass(frozen=True)

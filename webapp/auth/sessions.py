@@ -244,6 +244,8 @@ def _end_least_recently_used(user_id: int, *, keep: int, limit: int, now: dateti
 class EndedSession:
     id: int
     user_id: int
+    #: The provider the session was signed in through (None: e-mail, credentials, unknown).
+    provider: str | None = None
 
 
 def end_current_session() -> EndedSession | None:
@@ -259,9 +261,9 @@ def end_current_session() -> EndedSession | None:
         row = db.session.execute(
             delete(Session)
             .where(Session.token_hash == hash_token(token))
-            .returning(Session.id, Session.user_id)
+            .returning(Session.id, Session.user_id, Session.provider)
         ).first()
-        ended = EndedSession(row.id, row.user_id) if row else None
+        ended = EndedSession(row.id, row.user_id, row.provider) if row else None
     if token:
         _queue_cookie(None)
     g.auth_session = None

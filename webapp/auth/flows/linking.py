@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -58,8 +59,8 @@ def resolve_user(
 ) -> Resolved:
     """Find or create the user for a provider identity; raise AuthError by the rules above.
 
-    ``tokens`` (access/refresh/ID token, expires_at, scope, token_type, session_state) are
-    written to the account on every sign-in so they are never stale (committed with the request).
+    ``tokens`` (``account_columns`` of the token response) are written to the account on
+    every sign-in so they are never stale (committed with the request).
     """
     for attempt in range(2):
         try:
@@ -185,21 +186,29 @@ def _link(
     return Resolved(user, account, is_new_user=is_new_user, is_new_account=True)
 
 
-_TOKEN_FIELDS = (
-    "access_token",
-    "refresh_token",
-    "id_token",
-    "expires_at",
-    "scope",
-    "token_type",
-    "session_state",
-)
+def account_columns(token: Mapping[str, Any]) -> dict[str, Any]:
+    """A token endpoint's answer as account columns.
+
+    The access token and its expiry always; refresh token, ID token, scope, token type and
+    session state only when given, so a refresh that omits them keeps the stored ones
+    (RFC 6749 §6: no new refresh token means the old one still works).
+    """
+    expires_at = token.get("expires_at")
+    columns: dict[str, Any] = {
+        "access_token": token.get("access_token"),
+        "expires_at": datetime.fromtimestamp(expires_at, UTC)
+        if isinstance(expires_at, int | float)
+        else None,
+    }
+    for name in ("refresh_token", "id_token", "scope", "token_type", "session_state"):
+        if token.get(name):
+            columns[name] = token[name]
+    return columns
 
 
 def _update_tokens(account: Account, tokens: Mapping[str, Any]) -> None:
-    for name in _TOKEN_FIELDS:
-        if name in tokens:
-            setattr(account, name, tokens[name])
+    for name, value in tokens.items():
+        setattr(account, name, value)
 
 
 def _owner_of(email: str) -> User | None:

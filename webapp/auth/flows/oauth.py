@@ -14,7 +14,6 @@ import hmac
 import re
 import secrets
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from authlib.common.urls import add_params_to_uri
@@ -24,7 +23,7 @@ from webapp.auth import reauth, urls
 from webapp.auth.addresses import InvalidAddress, normalize_email
 from webapp.auth.errors import AuthError
 from webapp.auth.flows.finish import finish_signin
-from webapp.auth.flows.linking import resolve_user
+from webapp.auth.flows.linking import account_columns, resolve_user
 from webapp.auth.hooks import UserInfo
 from webapp.auth.oauth import checks
 from webapp.auth.oauth.client import OAuthClient
@@ -133,7 +132,7 @@ def complete_oauth_callback(
         current_user_id=session.user.id if session else None,
         allow_email_linking=cfg.allow_email_linking,
         create_error="OAuthCreateAccount",
-        tokens=_account_tokens(token),
+        tokens=account_columns(token),
     )
     sid = claims.get("sid")
     return finish_signin(
@@ -279,21 +278,3 @@ def _lookup(profile: Mapping[str, Any], path: str | list[str]) -> Any:
 
 def _text(value: Any, limit: int | None) -> str | None:
     return value[:limit] if isinstance(value, str) and value else None
-
-
-def _account_tokens(token: Mapping[str, Any]) -> dict[str, Any]:
-    """The token response as account columns; a missing refresh token keeps the old one."""
-    expires_at = token.get("expires_at")
-    tokens: dict[str, Any] = {
-        "access_token": token.get("access_token"),
-        "id_token": token.get("id_token"),
-        "token_type": token.get("token_type"),
-        "scope": token.get("scope"),
-        "session_state": token.get("session_state"),
-        "expires_at": datetime.fromtimestamp(expires_at, UTC)
-        if isinstance(expires_at, int | float)
-        else None,
-    }
-    if token.get("refresh_token"):
-        tokens["refresh_token"] = token["refresh_token"]
-    return tokens

@@ -1,9 +1,10 @@
-"""One configured identity provider as the relying party talks to it: endpoints, keys, token.
+"""One configured identity provider as the relying party talks to it: endpoints, keys, tokens.
 
 Protocol only: where each endpoint is (configured, else discovered), the keys an ID token
-is checked against, the issuer expected in it, the code exchange and authenticated JSON
-fetches. Failures raise ``ProviderUnavailable`` (or ``InvalidIDToken`` for keys); the
-sign-in flow (``webapp.auth.flows.oauth``) decides which error code that is.
+is checked against, the issuer expected in it, the code exchange, refreshing, revoking and
+introspecting tokens, and authenticated JSON fetches. Failures raise ``ProviderUnavailable``
+(``GrantRefused`` for a dead grant, ``InvalidIDToken`` for keys); the flows decide which
+error code that is.
 """
 
 from __future__ import annotations
@@ -12,10 +13,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from webapp.auth import urls
-from webapp.auth.oauth.client_auth import exchange_code
+from webapp.auth.oauth import client_auth
 from webapp.auth.oauth.config import OAuthConfig
 from webapp.auth.oauth.id_token import InvalidIDToken
-from webapp.auth.oauth.metadata import ProviderMetadata, ProviderUnavailable, get_json
+from webapp.auth.oauth.metadata import (
+    ProviderMetadata,
+    ProviderUnavailable,
+    get_json,
+    url_allowed,
+)
 from webapp.settings import Settings
 
 
@@ -87,12 +93,67 @@ class OAuthClient:
         endpoint = self.endpoint("token_endpoint")
         if endpoint is None:
             raise ProviderUnavailable("no token_endpoint")
-        return exchange_code(
+        return client_auth.exchange_code(
             token_endpoint=endpoint,
             client=self.config.client,
             code=code,
             redirect_uri=self.redirect_uri(),
             code_verifier=verifier,
+            conf=self.conf,
+        )
+
+    def refresh(self, refresh_token: str) -> dict[str, Any]:
+        """Use a refresh token; raise GrantRefused (the grant is dead) or ProviderUnavailable."""
+        endpoint = self.endpoint("token_endpoint")
+        if endpoint is None:
+            raise ProviderUnavailable("no token_endpoint")
+        return client_auth.refresh(
+            token_endpoint=endpoint,
+            client=self.config.client,
+            refresh_token=refresh_token,
+            conf=self.conf,
+        )
+
+    def can_revoke(self) -> bool:
+        """Whether the provider has a revocation endpoint (configured or discovered)."""
+        return self.endpoint("revocation_endpoint") is not None
+
+    def revoke(self, token: str, token_type_hint: str) -> None:
+        """Revoke ``token`` (RFC 7009); raise ProviderUnavailable unless the provider says
+        it is done (200; an unknown or already invalid token is done too, §2.2)."""
+        endpoint = self.endpoint("revocation_endpoint")
+        if endpoint is None:
+            raise ProviderUnavailable("no revocation_endpoint")
+        answer = self._post_token("revoke", endpoint, token, token_type_hint)
+        if answer.status_code != 200:
+            raise ProviderUnavailable(f"revocation endpoint: HTTP {answer.status_code}")
+
+    def introspect(self, token: str) -> dict[str, Any]:
+        """Return the provider's RFC 7662 answer for an access token; raise
+        ProviderUnavailable when there is no usable one."""
+        endpoint = self.endpoint("introspection_endpoint")
+        if endpoint is None:
+            raise ProviderUnavailable("no introspection_endpoint")
+        answer = self._post_token("introspect", endpoint, token, "access_token")
+        if answer.status_code != 200:
+            raise ProviderUnavailable(f"introspection endpoint: HTTP {answer.status_code}")
+        try:
+            body = answer.json()
+        except ValueError as exc:
+            raise ProviderUnavailable("introspection endpoint: body is not JSON") from exc
+        if not isinstance(body, dict) or not isinstance(body.get("active"), bool):
+            raise ProviderUnavailable("introspection endpoint: no boolean active")
+        return body
+
+    def _post_token(self, kind: str, endpoint: str, token: str, hint: str) -> Any:
+        if not url_allowed(endpoint, allow_insecure=self.config.allow_insecure):
+            raise ProviderUnavailable(f"refusing insecure URL {endpoint}")
+        return client_auth.post_token(
+            kind,
+            endpoint=endpoint,
+            client=self.config.client,
+            token=token,
+            token_type_hint=hint,
             conf=self.conf,
         )
 

@@ -1,6 +1,7 @@
-"""Client authentication at token endpoints, and the authorization code exchange.
+"""Client authentication at the provider's endpoints, and the calls that need it: the
+authorization code and refresh token grants, revocation and introspection.
 
-Authlib's requests client performs the exchange and implements ``client_secret_basic``,
+Authlib's requests client makes the calls and implements ``client_secret_basic``,
 ``client_secret_post`` and ``none``. The two JWT methods are plugged into it here rather
 than taken from ``authlib.oauth2.rfc7523``, whose assertions live an hour and reuse one
 claims dict (and so one ``jti``) when extra claims are given: ours live 60 s (docs/constants.md)
@@ -122,21 +123,21 @@ class _ClientAssertion:
         return uri, headers, body
 
 
-def exchange_code(
-    *,
-    token_endpoint: str,
-    client: ClientCredentials,
-    code: str,
-    redirect_uri: str,
-    code_verifier: str | None,
-    conf: Settings,
-) -> dict[str, Any]:
-    """Trade an authorization code for tokens; raise ProviderUnavailable on any failure."""
+class GrantRefused(Exception):
+    """The token endpoint answered ``invalid_grant``: the grant is dead (expired, revoked,
+    a rotated refresh token reused), not the provider."""
+
+
+def _session(client: ClientCredentials, conf: Settings) -> OAuth2Session:
+    """An Authlib session that authenticates as ``client`` at every endpoint it posts to."""
     secret = client.current_secret()
     session = OAuth2Session(
         client.client_id,
         secret,
         token_endpoint_auth_method=client.method,
+        # Revocation and introspection authenticate as at the token endpoint (RFC 7009
+        # §2.1, RFC 7662 §2.1).
+        revocation_endpoint_auth_method=client.method,
         default_timeout=timeouts(conf),
     )
     lifetime = int(conf.client_assertion_lifetime.total_seconds())
@@ -150,18 +151,77 @@ def exchange_code(
         session.register_client_auth_method(
             _ClientAssertion(client.method, client.private_key, alg, lifetime)
         )
-    params: dict[str, Any] = {"code": code, "redirect_uri": redirect_uri}
-    if code_verifier is not None:
-        params["code_verifier"] = code_verifier
+    return session
+
+
+def _token_grant(
+    token_endpoint: str, client: ClientCredentials, conf: Settings, **params: Any
+) -> dict[str, Any]:
+    """POST one grant to the token endpoint; return the tokens.
+
+    Raises GrantRefused for ``invalid_grant`` and ProviderUnavailable for anything else
+    that is not a token response with an access token.
+    """
     try:
-        with session:
-            token = session.fetch_token(
-                token_endpoint, grant_type="authorization_code", allow_redirects=False, **params
-            )
+        with _session(client, conf) as session:
+            token = session.fetch_token(token_endpoint, allow_redirects=False, **params)
     except OAuthError as exc:
+        if exc.error == "invalid_grant":
+            raise GrantRefused(exc.description or "invalid_grant") from exc
         raise ProviderUnavailable(f"token endpoint: {exc.error} {exc.description or ''}") from exc
     except (requests.RequestException, ValueError, KeyError) as exc:
         raise ProviderUnavailable(f"token endpoint: {type(exc).__name__}: {exc}") from exc
     if not isinstance(token.get("access_token"), str):
         raise ProviderUnavailable("token endpoint: no access_token")
     return dict(token)
+
+
+def exchange_code(
+    *,
+    token_endpoint: str,
+    client: ClientCredentials,
+    code: str,
+    redirect_uri: str,
+    code_verifier: str | None,
+    conf: Settings,
+) -> dict[str, Any]:
+    """Trade an authorization code for tokens; raise ProviderUnavailable on any failure."""
+    params: dict[str, Any] = {"code": code, "redirect_uri": redirect_uri}
+    if code_verifier is not None:
+        params["code_verifier"] = code_verifier
+    try:
+        return _token_grant(token_endpoint, client, conf, grant_type="authorization_code", **params)
+    except GrantRefused as exc:  # a bad or replayed code: to the sign-in, one more failure
+        raise ProviderUnavailable(f"token endpoint: invalid_grant {exc}") from exc
+
+
+def refresh(
+    *, token_endpoint: str, client: ClientCredentials, refresh_token: str, conf: Settings
+) -> dict[str, Any]:
+    """Use a refresh token (RFC 6749 §6); raise GrantRefused or ProviderUnavailable."""
+    return _token_grant(
+        token_endpoint, client, conf, grant_type="refresh_token", refresh_token=refresh_token
+    )
+
+
+def post_token(
+    kind: str,
+    *,
+    endpoint: str,
+    client: ClientCredentials,
+    token: str,
+    token_type_hint: str,
+    conf: Settings,
+) -> requests.Response:
+    """POST a token to the ``revoke`` (RFC 7009) or ``introspect`` (RFC 7662) endpoint as
+    our client; return the answer whatever its status. Raise ProviderUnavailable when
+    there is none."""
+    try:
+        with _session(client, conf) as session:
+            send = session.revoke_token if kind == "revoke" else session.introspect_token
+            response: requests.Response = send(
+                endpoint, token=token, token_type_hint=token_type_hint, allow_redirects=False
+            )
+    except requests.RequestException as exc:
+        raise ProviderUnavailable(f"{kind} endpoint: {type(exc).__name__}") from exc
+    return response

@@ -31,6 +31,12 @@ _FIELDS = frozenset(
         "authorization_endpoint",
         "token_endpoint",
         "userinfo_endpoint",
+        "revocation_endpoint",
+        "introspection_endpoint",
+        "revoke_on_signout",
+        "accept_bearer_tokens",
+        "bearer_tokens",
+        "bearer_token_audiences",
         "client_id",
         "client_secret",
         "token_endpoint_auth_method",
@@ -48,6 +54,9 @@ _FIELDS = frozenset(
 )
 _PROFILE_KEYS = frozenset({"sub", "email", "email_verified", "name", "image"})
 _CHECKS = frozenset({"state", "pkce", "nonce"})
+#: How a bearer token of this provider is checked: at its introspection endpoint (RFC 7662)
+#: or locally, as a signed JWT access token (RFC 9068) against its JWKS.
+BEARER_MODES = ("introspection", "jwt")
 #: Apple's client secrets may live 6 months; ours are made per exchange and live 5 minutes.
 _APPLE_SECRET_LIFETIME = 300
 
@@ -66,6 +75,15 @@ class OAuthConfig:
     authorization_endpoint: str | None = None
     token_endpoint: str | None = None
     userinfo_endpoint: str | None = None
+    revocation_endpoint: str | None = None
+    introspection_endpoint: str | None = None
+    #: Revoke the account's tokens at the provider when a session it made signs out.
+    revoke_on_signout: bool = False
+    #: How ``Authorization: Bearer`` tokens from this provider are checked (None: refused).
+    bearer_tokens: str | None = None
+    #: What a bearer token's ``aud`` (or introspected ``client_id``) must name; default
+    #: our client id.
+    bearer_token_audiences: tuple[str, ...] = ()
     authorization_params: Mapping[str, str] = field(default_factory=dict)
     response_mode: str | None = None
     profile: Mapping[str, str | list[str]] = field(default_factory=lambda: OIDC_PROFILE)
@@ -107,9 +125,14 @@ def parse_config(entry: Mapping[str, Any]) -> OAuthConfig:
     kind = preset.type if entry["type"] == "preset" and preset else entry["type"]
     if preset is not None and kind != preset.type:
         raise ConfigError(f"{where}: type must be {preset.type!r} for preset {preset_id!r}")
-    allow_insecure = opt("allow_insecure", False)
-    if not isinstance(allow_insecure, bool):
-        raise ConfigError(f"{where}: allow_insecure must be true or false")
+
+    def flag(name: str) -> bool:
+        value = opt(name, False)
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: {name} must be true or false")
+        return value
+
+    allow_insecure = flag("allow_insecure")
 
     def url(name: str, *, required: bool) -> str | None:
         value = text(name)
@@ -176,9 +199,18 @@ def parse_config(entry: Mapping[str, Any]) -> OAuthConfig:
     response_mode = text("response_mode")
     if response_mode not in (None, "query", "form_post"):
         raise ConfigError(f"{where}: response_mode must be query or form_post")
-    linking = opt("allow_dangerous_email_account_linking", False)
-    if not isinstance(linking, bool):
-        raise ConfigError(f"{where}: allow_dangerous_email_account_linking must be true or false")
+    linking = flag("allow_dangerous_email_account_linking")
+    for name in ("revocation_endpoint", "introspection_endpoint"):
+        endpoints[name] = url(name, required=False)
+    client = _client(entry, preset, where, text)
+    bearer_tokens = _bearer_mode(flag("accept_bearer_tokens"), text("bearer_tokens"), kind, where)
+    audiences = opt("bearer_token_audiences", [client.client_id])
+    if not (
+        isinstance(audiences, list)
+        and audiences
+        and all(isinstance(a, str) and a for a in audiences)
+    ):
+        raise ConfigError(f"{where}: bearer_token_audiences must be a list of strings")
     # Logos ship with the app (webapp/static/providers): the sign-in page loads nothing
     # from a third party, which would tell it who is about to sign in.
     logo = text("logo") or (f"providers/{preset_id}.svg" if preset else "providers/oidc.svg")
@@ -187,7 +219,7 @@ def parse_config(entry: Mapping[str, Any]) -> OAuthConfig:
         id=entry["id"],
         name=text("name", preset.name if preset else entry["id"]) or entry["id"],
         type=kind,
-        client=_client(entry, preset, where, text),
+        client=client,
         scope=text("scope", "openid email profile" if kind == "oidc" else "") or "",
         checks=checks,
         issuer=issuer,
@@ -195,11 +227,27 @@ def parse_config(entry: Mapping[str, Any]) -> OAuthConfig:
         response_mode=response_mode,
         profile=profile,
         allow_email_linking=linking,
+        revoke_on_signout=flag("revoke_on_signout"),
+        bearer_tokens=bearer_tokens,
+        bearer_token_audiences=tuple(audiences),
         allow_insecure=allow_insecure,
         logo=logo,
         preset=preset,
         **endpoints,
     )
+
+
+def _bearer_mode(accept: bool, mode: str | None, kind: str, where: str) -> str | None:
+    if not accept:
+        if mode is not None:
+            raise ConfigError(f"{where}: bearer_tokens needs accept_bearer_tokens = true")
+        return None
+    mode = mode or "introspection"
+    if mode not in BEARER_MODES:
+        raise ConfigError(f"{where}: bearer_tokens must be introspection or jwt")
+    if mode == "jwt" and kind != "oidc":
+        raise ConfigError(f"{where}: bearer_tokens = jwt needs type oidc (its issuer and keys)")
+    return mode
 
 
 def _client(

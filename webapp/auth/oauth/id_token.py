@@ -47,6 +47,16 @@ def validate(
     ``keys(kid)`` returns the provider's JWKs (refetching for an unknown kid). ``issuer``
     is the expected ``iss``, or a function of the claims for multi-tenant providers.
     """
+    claims = verified_claims(token, keys)
+    _check_claims(claims, issuer=issuer, client_id=client_id, nonce=nonce, leeway=leeway)
+    return claims
+
+
+def verified_claims(
+    token: str, keys: Callable[[str | None], list[dict[str, Any]]]
+) -> dict[str, Any]:
+    """Return a JWT's claims once its signature checks out against one of ``keys(kid)``;
+    raise InvalidIDToken. Claims are not checked here."""
     try:
         header = jws.extract_compact(token.encode()).headers()
     except (JoseError, ValueError) as exc:
@@ -61,10 +71,9 @@ def validate(
     if kid is None and len(candidates) > 1:
         raise InvalidIDToken(f"no kid and {len(candidates)} keys fit alg {alg}")
     try:
-        claims = jwt.decode(token, candidates[0], algorithms=[alg]).claims
+        claims: dict[str, Any] = jwt.decode(token, candidates[0], algorithms=[alg]).claims
     except (JoseError, ValueError) as exc:
         raise InvalidIDToken(f"signature: {exc}") from exc
-    _check_claims(claims, issuer=issuer, client_id=client_id, nonce=nonce, leeway=leeway)
     return claims
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from flask import current_app
 
+from webapp.auth.oauth.client import OAuthClient
 from webapp.auth.providers import credentials, email, oauth
 from webapp.auth.providers.base import Provider
 from webapp.settings import ConfigError, Settings
@@ -48,6 +49,12 @@ def build_providers(conf: Settings) -> dict[str, Provider]:
     if conf.demo_credentials and not any(p.type == "credentials" for p in built.values()):
         built["demo"] = credentials.demo_provider()
     return built
+
+
+def oauth_client(provider_id: str) -> OAuthClient | None:
+    """Return the protocol client of an OAuth/OIDC provider (None for other kinds or ids)."""
+    provider = providers().get(provider_id)
+    return provider.client if isinstance(provider, oauth.OAuthProvider) else None
 
 
 def providers() -> dict[str, Provider]:
