@@ -127,6 +127,7 @@ def _configure_flask(app: Flask, conf: Settings) -> None:
 
 def _init_login(app: Flask) -> None:
     from webapp.auth import urls
+    from webapp.auth.bearer import bearer_identity
     from webapp.auth.sessions import AuthUser, current_session
 
     login_manager.init_app(app)
@@ -136,7 +137,11 @@ def _init_login(app: Flask) -> None:
     @login_manager.request_loader
     def _load_user(_request: Any) -> AuthUser | None:
         session = current_session()
-        return session.user if session else None
+        if session is not None:
+            return session.user
+        # An API caller's provider access token, where a provider accepts them.
+        identity = bearer_identity()
+        return identity.user if identity else None
 
     @login_manager.unauthorized_handler
     def _unauthorized() -> Response:

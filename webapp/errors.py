@@ -19,6 +19,7 @@ from werkzeug.wrappers import Response
 from webapp import logsafe, transactions
 from webapp.auth import reauth, urls
 from webapp.auth.answers import callback_url_param, send_to, wants_json
+from webapp.auth.bearer import InvalidBearerToken
 from webapp.auth.errorpage import render_error_page
 from webapp.auth.errors import AccountError, AuthError, code_for
 from webapp.auth.sessions import treat_as_signed_out
@@ -27,7 +28,13 @@ log = logging.getLogger(__name__)
 
 #: Endpoints whose callers always expect JSON, whatever their Accept header says.
 JSON_ENDPOINTS = frozenset(
-    {"auth.session_view", "auth.csrf_view", "auth.providers_json", "auth.log_beacon"}
+    {
+        "auth.session_view",
+        "auth.csrf_view",
+        "auth.providers_json",
+        "auth.log_beacon",
+        "auth.provider_token_view",
+    }
 )
 #: Blueprints that answer only scripts.
 JSON_BLUEPRINTS = frozenset({"account_api"})
@@ -48,6 +55,7 @@ def init_app(app: Flask) -> None:
     """Register the error handlers."""
     app.register_error_handler(AuthError, _signin_failed)
     app.register_error_handler(AccountError, _account_refused)
+    app.register_error_handler(InvalidBearerToken, _bearer_refused)
     app.register_error_handler(CSRFError, _csrf_failed)
     app.register_error_handler(HTTPException, _http_error)
     app.register_error_handler(OperationalError, _database_unavailable)
@@ -77,6 +85,15 @@ def _account_refused(exc: AccountError) -> tuple[Response | str, int]:
     if exc.code == "RecentSignInRequired":
         body["confirmUrl"] = urls.origin() + reauth.confirm_url("/account")
     return jsonify(body), status
+
+
+def _bearer_refused(exc: InvalidBearerToken) -> tuple[Response, int, dict[str, str]]:
+    """A bearer token we do not accept (RFC 6750 §3.1); its caller is a script."""
+    transactions.discard()
+    log.info("bearer token refused: %s", logsafe.encode(str(exc)))
+    challenge = 'Bearer error="invalid_token"'
+    body = {"error": "invalid_token", "requestId": g.get("request_id")}
+    return jsonify(body), 401, {"WWW-Authenticate": challenge}
 
 
 def _csrf_failed(exc: CSRFError) -> Response | tuple[Response, int]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from flask import Flask
 
-from webapp.auth import chooser, errorpage
+from webapp.auth import bearer, chooser, errorpage
 from webapp.auth.flows import email
 from webapp.auth.providers import build_providers
 from webapp.auth.views import bp
@@ -21,6 +21,7 @@ from webapp.settings import Settings
 def init_app(app: Flask, conf: Settings) -> None:
     """Build the configured providers, register the routes and the islands' page data."""
     app.extensions["webapp.providers"] = build_providers(conf)
+    bearer.init_app(app)
     app.register_blueprint(bp, url_prefix=conf.base_path or None)
     app.add_template_global(chooser.chooser_data)
     app.add_template_global(errorpage.error_view)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from flask import (
     Blueprint,
@@ -17,15 +16,17 @@ from flask_wtf.csrf import generate_csrf
 from werkzeug.wrappers import Response
 
 from webapp.auth import beacon, urls
-from webapp.auth.answers import callback_url_param, send_to
+from webapp.auth.answers import callback_url_param, send_to, session_required
+from webapp.auth.bearer import bearer_identity, bearer_session_json
 from webapp.auth.errorpage import render_error_page
 from webapp.auth.errors import SIGNIN_CODES, code_for, error_page_code
+from webapp.auth.flows.provider_tokens import provider_token
 from webapp.auth.flows.signout import sign_out
 from webapp.auth.hooks import current_hooks, session_read
 from webapp.auth.providers import providers
 from webapp.auth.providers.base import Outcome, Page, Redirect
 from webapp.auth.redirects import is_safe_callback_url
-from webapp.auth.sessions import current_session, session_json
+from webapp.auth.sessions import AuthSession, current_session, session_json
 from webapp.extensions import csrf
 from webapp.ui import csp
 
@@ -61,15 +62,26 @@ def providers_json() -> Response:
 @bp.get("/session", provide_automatic_options=False)
 def session_view() -> Response:
     session = current_session()
-    if session is None:
+    identity = bearer_identity() if session is None else None
+    if session is not None:
+        user, body = session.user, session_json(session)
+    elif identity is not None:
+        user, body = identity.user, bearer_session_json(identity)
+    else:
         return jsonify(None)
-    body: dict[str, Any] = session_json(session)
     hook = current_hooks().session
     if hook is not None:
         # Extra fields only: the hook cannot drop the fields an Auth.js client relies on.
-        body = {**dict(hook(user=session.user, session=body)), **body}
-    session_read.send(user=session.user, session=body)
+        body = {**dict(hook(user=user, session=body)), **body}
+    session_read.send(user=user, session=body)
     return jsonify(body)
+
+
+@bp.get("/token/<provider_id>", provide_automatic_options=False)
+@session_required
+def provider_token_view(session: AuthSession, provider_id: str) -> Response:
+    # A session only: a bearer token must not unlock the user's tokens at other providers.
+    return jsonify(provider_token(session.user.id, provider_id).as_json())
 
 
 @bp.get("/csrf", provide_automatic_options=False)

@@ -1,0 +1,298 @@
+"""Requests signed in by a provider's access token (``Authorization: Bearer``), for API callers.
+
+Only providers with ``accept_bearer_tokens = true`` take part; with none, the header is
+ignored. A token is accepted when it was issued for us (its ``aud``, or for an introspected
+token its ``client_id``, names one of the provider's ``bearer_token_audiences``, by default
+our client id), has not expired, and its ``sub`` is an account linked here. The request is
+then signed in as that account's user for its own duration: no session row, no cookie.
+
+Two ways to check a token (``bearer_tokens``):
+
+- ``introspection`` (default): ask the provider (RFC 7662), authenticating as our client;
+  it must say ``active``. Answers, positive or not, are kept in a bounded per-process cache
+  keyed by the token's SHA-256, until the token's ``exp`` or ``AUTH_BEARER_CACHE_TTL``,
+  whichever is sooner, so a revoked token may still work that long. An opaque token does
+  not say who issued it, and introspecting it elsewhere would hand it to another
+  provider: at most one provider may introspect (a start-up error otherwise).
+- ``jwt``: a signed JWT access token (RFC 9068) checked locally: ``typ`` ``at+jwt``, the
+  signature against the provider's JWKS, ``iss``, ``aud``, ``exp`` and ``nbf``. Tokens go
+  to the jwt provider whose issuer their ``iss`` names.
+
+A token that fails answers 401 with ``WWW-Authenticate: Bearer error="invalid_token"``
+(``InvalidBearerToken``); a provider that cannot be asked answers 503 (``ProviderDown``).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from flask import Flask, current_app, g, request
+from sqlalchemy import bindparam, select
+
+from webapp.auth.flows.provider_tokens import ProviderDown
+from webapp.auth.oauth.client import OAuthClient
+from webapp.auth.oauth.id_token import InvalidIDToken, verified_claims
+from webapp.auth.oauth.metadata import ProviderUnavailable
+from webapp.auth.providers import oauth_client, providers
+from webapp.auth.sessions import AuthUser
+from webapp.caching import mark_personal
+from webapp.clock import iso_utc, utcnow
+from webapp.database import HotSelect
+from webapp.models import Account, User
+from webapp.settings import ConfigError, current_settings
+
+#: Most introspection answers one process keeps (least recently used go first).
+CACHE_ENTRIES = 10_000
+#: Longest token accepted in the header; longer is refused without asking anyone.
+MAX_TOKEN_LENGTH = 4096
+#: RFC 6750 §2.1: the scheme is case-insensitive; the token is b64token.
+_HEADER = re.compile(r"bearer +([A-Za-z0-9\-._~+/]+=*)", re.IGNORECASE)
+_JWT_TYPES = frozenset({"at+jwt", "application/at+jwt"})
+_CACHE_KEY = "webapp.bearer_cache"
+
+
+class InvalidBearerToken(Exception):
+    """The request's bearer token is not one we accept; the message is for the log."""
+
+
+@dataclass(frozen=True)
+class BearerIdentity:
+    """Who a bearer token signs in, through which provider, until when."""
+
+    user: AuthUser
+    provider: str
+    expires: datetime | None
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    """What checking a token found: its subject (None: refused) and expiry."""
+
+    subject: str | None
+    expires: datetime | None
+    reason: str = ""
+
+
+def init_app(app: Flask) -> None:
+    """Check the bearer configuration and give the app its introspection cache."""
+    introspecting = [
+        pid
+        for pid, p in app.extensions["webapp.providers"].items()
+        if getattr(getattr(p, "config", None), "bearer_tokens", None) == "introspection"
+    ]
+    if len(introspecting) > 1:
+        raise ConfigError(
+            "accept_bearer_tokens: only one provider may check bearer tokens by introspection "
+            f"(an opaque token would be sent to every one of {', '.join(introspecting)}); use "
+            'bearer_tokens = "jwt" for the others'
+        )
+    app.extensions[_CACHE_KEY] = _Cache(CACHE_ENTRIES)
+
+
+def bearer_identity() -> BearerIdentity | None:
+    """Return who this request's bearer token signs in (None: no token, or none accepted
+    here); raise InvalidBearerToken or ProviderDown. Checked at most once per request."""
+    if "auth_bearer" in g:
+        cached: BearerIdentity | None = g.auth_bearer
+        return cached
+    g.auth_bearer = None
+    header = request.headers.get("Authorization")
+    if not header or not header[:7].lower() == "bearer ":
+        return None
+    clients = _accepting_clients()
+    if not clients:
+        return None
+    mark_personal()
+    match = _HEADER.fullmatch(header.strip())
+    if match is None or len(match.group(1)) > MAX_TOKEN_LENGTH:
+        raise InvalidBearerToken("malformed Authorization header")
+    token = match.group(1)
+    client, verdict = _check(token, clients)
+    if verdict.subject is None:
+        raise InvalidBearerToken(f"{client.id if client else '-'}: {verdict.reason}")
+    assert client is not None
+    row = _LINKED_USER.first({"provider": client.id, "subject": verdict.subject})
+    if row is None:
+        raise InvalidBearerToken(f"{client.id}: no account linked for the token's subject")
+    user = AuthUser(id=row.id, name=row.name, email=row.email, image=row.image)
+    g.auth_bearer = BearerIdentity(user, client.id, verdict.expires)
+    return g.auth_bearer  # type: ignore[no-any-return]
+
+
+def bearer_session_json(identity: BearerIdentity) -> dict[str, object]:
+    """The ``GET session`` body for a bearer token: the session's shape, its expiry the
+    token's."""
+    return {
+        "user": {
+            "name": identity.user.name,
+            "email": identity.user.email,
+            "image": identity.user.image,
+        },
+        "expires": iso_utc(identity.expires) if identity.expires else None,
+    }
+
+
+_LINKED_USER = HotSelect(
+    select(User.id, User.name, User.email, User.image)
+    .join(Account, Account.user_id == User.id)
+    .where(
+        Account.provider == bindparam("provider"),
+        Account.provider_account_id == bindparam("subject"),
+    )
+)
+
+
+def _accepting_clients() -> list[OAuthClient]:
+    found = (oauth_client(pid) for pid in providers())
+    return [c for c in found if c is not None and c.config.bearer_tokens is not None]
+
+
+def _check(token: str, clients: list[OAuthClient]) -> tuple[OAuthClient | None, _Verdict]:
+    """Check ``token`` with the provider it belongs to."""
+    issuer = _unverified_issuer(token)
+    if issuer is not None:
+        for client in clients:
+            if client.config.bearer_tokens == "jwt" and _issuer_of(client) == issuer:
+                return client, _checked_jwt(client, token)
+    introspecting = [c for c in clients if c.config.bearer_tokens == "introspection"]
+    if not introspecting:
+        return None, _Verdict(None, None, "no provider takes this token")
+    client = introspecting[0]
+    cache: _Cache = current_app.extensions[_CACHE_KEY]
+    key = client.id + ":" + hashlib.sha256(token.encode()).hexdigest()
+    verdict = cache.get(key)
+    if verdict is None:
+        verdict = _introspected(client, token)
+        ttl = current_settings().bearer_cache_ttl
+        until = utcnow() + ttl
+        if verdict.expires is not None:
+            until = min(until, verdict.expires)
+        cache.put(key, verdict, until)
+    return client, verdict
+
+
+def _issuer_of(client: OAuthClient) -> str | None:
+    # The configured issuer (discovery confirmed it equals the document's).
+    return client.config.issuer
+
+
+def _unverified_issuer(token: str) -> str | None:
+    """The ``iss`` a JWT claims, read without checking anything (to route it)."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        payload = json.loads(base64.urlsafe_b64decode(_padded(parts[1])))
+    except (ValueError, UnicodeDecodeError):
+        return None
+    iss = payload.get("iss") if isinstance(payload, dict) else None
+    return iss.rstrip("/") if isinstance(iss, str) else None
+
+
+def _introspected(client: OAuthClient, token: str) -> _Verdict:
+    try:
+        answer = client.introspect(token)
+    except ProviderUnavailable as exc:
+        raise ProviderDown(client.id) from exc
+    if answer["active"] is not True:
+        return _Verdict(None, None, "inactive")
+    token_type = answer.get("token_type")
+    if token_type is not None and str(token_type).lower() != "bearer":
+        # A refresh token, or a DPoP-bound token whose proof we do not check.
+        return _Verdict(None, None, f"token_type {token_type!r}")
+    issuer = _issuer_of(client)
+    if issuer is not None and answer.get("iss") not in (None, issuer):
+        return _Verdict(None, None, "issued by another issuer")
+    audiences = set(client.config.bearer_token_audiences)
+    if answer.get("client_id") not in audiences and not audiences & _audiences(answer):
+        return _Verdict(None, None, "issued to another client")
+    return _subject_and_expiry(answer, leeway=timedelta(0))
+
+
+def _checked_jwt(client: OAuthClient, token: str) -> _Verdict:
+    assert client.metadata is not None
+    try:
+        header = json.loads(base64.urlsafe_b64decode(_padded(token.split(".")[0])))
+        if str(header.get("typ", "")).lower() not in _JWT_TYPES:
+            return _Verdict(None, None, f"typ {header.get('typ')!r} is not at+jwt")
+        claims = verified_claims(token, client.metadata.keys)
+        if claims.get("iss") != client.expected_issuer(claims):
+            return _Verdict(None, None, "iss is not the provider's")
+    except ProviderUnavailable as exc:
+        raise ProviderDown(client.id) from exc
+    except (InvalidIDToken, ValueError, UnicodeDecodeError, AttributeError) as exc:
+        return _Verdict(None, None, f"JWT: {exc}")
+    if not set(client.config.bearer_token_audiences) & _audiences(claims):
+        return _Verdict(None, None, f"aud {claims.get('aud')!r} is not ours")
+    leeway = current_settings().id_token_leeway
+    nbf = claims.get("nbf")
+    if isinstance(nbf, int | float) and _moment(nbf) > utcnow() + leeway:
+        return _Verdict(None, None, "not valid yet (nbf)")
+    if not isinstance(claims.get("exp"), int | float):
+        return _Verdict(None, None, "no exp")
+    return _subject_and_expiry(claims, leeway=leeway)
+
+
+def _subject_and_expiry(claims: Mapping[str, Any], *, leeway: timedelta) -> _Verdict:
+    exp = claims.get("exp")
+    expires = _moment(exp) if isinstance(exp, int | float) else None
+    if expires is not None and expires + leeway <= utcnow():
+        return _Verdict(None, None, "expired")
+    sub = claims.get("sub")
+    if not isinstance(sub, str) or not sub or len(sub) > 255:
+        return _Verdict(None, None, "no usable sub")
+    return _Verdict(sub, expires)
+
+
+def _audiences(claims: Mapping[str, Any]) -> set[str]:
+    aud = claims.get("aud")
+    if isinstance(aud, str):
+        return {aud}
+    return {a for a in aud if isinstance(a, str)} if isinstance(aud, list) else set()
+
+
+def _moment(seconds: float) -> datetime:
+    try:
+        return datetime.fromtimestamp(seconds, UTC)
+    except (OverflowError, OSError, ValueError):
+        return datetime.max.replace(tzinfo=UTC)
+
+
+def _padded(part: str) -> str:
+    return part + "=" * (-len(part) % 4)
+
+
+class _Cache:
+    """A bounded, thread-safe map of verdicts that each expire at their own moment."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._entries: OrderedDict[str, tuple[_Verdict, datetime]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> _Verdict | None:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            if entry[1] <= utcnow():
+                del self._entries[key]
+                return None
+            self._entries.move_to_end(key)
+            return entry[0]
+
+    def put(self, key: str, verdict: _Verdict, until: datetime) -> None:
+        with self._lock:
+            self._entries[key] = (verdict, until)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
