@@ -9,6 +9,8 @@ HTTP), following redirects by hand.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import secrets
 import subprocess
@@ -51,10 +53,18 @@ CLIENT_METHODS = {
     "op-ec": "private_key_jwt",
     "op-public": "none",
 }
+#: Another client of the same provider, not one of the app's providers: tokens it gets
+#: (``NodeOP.cli_tokens``) belong to someone else's application.
+CLI_CLIENT_ID = "op-cli"
+CLI_REDIRECT_URI = f"{APP_ORIGIN}/cli-callback"
+#: The provider's one resource server (RFC 8707); its access tokens are JWTs (RFC 9068).
+API_RESOURCE = f"{APP_ORIGIN}/api"
+API_SCOPE = "api:read"
 
 
 class NodeOP:
-    """oidc-provider on loopback, with one client per token endpoint auth method."""
+    """oidc-provider on loopback, with one client per token endpoint auth method (the app's
+    providers, ``CLIENT_METHODS``) and ``op-cli``, another application's client."""
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
@@ -66,11 +76,16 @@ class NodeOP:
         (workdir / "rp-rsa.pem").write_bytes(self.rsa_key.as_pem(private=True))
         (workdir / "rp-ec.jwk").write_text(json.dumps(self.ec_key.as_dict(private=True)))
         self.process: subprocess.Popen[str] | None = None
+        self._discovery: dict[str, Any] | None = None
 
     def client_metadata(self, client_id: str, method: str) -> dict[str, Any]:
         meta: dict[str, Any] = {
             "client_id": client_id,
-            "redirect_uris": [f"{APP_ORIGIN}/auth/callback/{client_id}"],
+            "redirect_uris": [
+                CLI_REDIRECT_URI
+                if client_id == CLI_CLIENT_ID
+                else f"{APP_ORIGIN}/auth/callback/{client_id}"
+            ],
             "grant_types": ["authorization_code", "refresh_token"],
             "response_types": ["code"],
             "token_endpoint_auth_method": method,
@@ -105,10 +120,12 @@ class NodeOP:
         return entry
 
     def start(self) -> None:
+        methods = {**CLIENT_METHODS, CLI_CLIENT_ID: "client_secret_basic"}
         config = {
             "port": self.port,
-            "clients": [self.client_metadata(c, m) for c, m in CLIENT_METHODS.items()],
+            "clients": [self.client_metadata(c, m) for c, m in methods.items()],
             "accounts": ACCOUNTS,
+            "api": {"resource": API_RESOURCE, "scope": API_SCOPE},
         }
         path = self.workdir / "op-config.json"
         path.write_text(json.dumps(config))
@@ -135,6 +152,71 @@ class NodeOP:
                 self.process.wait()
         if self.process is not None and self.process.stdout is not None:
             self.process.stdout.close()
+
+    def discovery(self) -> dict[str, Any]:
+        """The provider's metadata (/.well-known/openid-configuration)."""
+        if self._discovery is None:
+            url = self.issuer + "/.well-known/openid-configuration"
+            self._discovery = requests.get(url, timeout=10).json()
+        return self._discovery
+
+    def grant_count(self, client_id: str, grant_type: str) -> int:
+        """How many token endpoint grants of this type the client has obtained so far."""
+        counts = requests.get(self.issuer + "/__test/grants", timeout=10).json()
+        return int(counts.get(f"{client_id} {grant_type}", 0))
+
+    def introspect(self, token: str, client_id: str = "op-basic") -> dict[str, Any]:
+        """The provider's RFC 7662 answer about ``token``, asked by ``client_id`` (which
+        must authenticate with client_secret_basic: op-basic or op-cli)."""
+        if client_id != CLI_CLIENT_ID:
+            assert CLIENT_METHODS[client_id] == "client_secret_basic", client_id
+        response = requests.post(
+            self.discovery()["introspection_endpoint"],
+            data={"token": token},
+            auth=(client_id, SECRET),
+            timeout=10,
+        )
+        assert response.status_code == 200, response.text
+        return dict(response.json())
+
+    def cli_tokens(self, account: str = "alice", resource: str | None = None) -> dict[str, Any]:
+        """Sign ``account`` in to op-cli (authorization code with PKCE, over plain HTTP);
+        return the token endpoint's JSON. With ``resource`` (RFC 8707), both requests name
+        it and the scope adds API_SCOPE: the access token is then a JWT for that API."""
+        verifier = secrets.token_urlsafe(32)
+        challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest())
+        state = secrets.token_urlsafe(16)
+        params = {
+            "client_id": CLI_CLIENT_ID,
+            "response_type": "code",
+            "redirect_uri": CLI_REDIRECT_URI,
+            "scope": "openid email profile" + (f" {API_SCOPE}" if resource else ""),
+            "state": state,
+            "code_challenge": challenge.rstrip(b"=").decode(),
+            "code_challenge_method": "S256",
+            "login_hint": account,
+        }
+        if resource:
+            params["resource"] = resource
+        url = self.discovery()["authorization_endpoint"] + "?" + urlencode(params)
+        answer = query_of(follow_to_app(requests.Session(), url))
+        assert answer.get("state") == state and "code" in answer, answer
+        form = {
+            "grant_type": "authorization_code",
+            "code": answer["code"],
+            "redirect_uri": CLI_REDIRECT_URI,
+            "code_verifier": verifier,
+        }
+        if resource:
+            form["resource"] = resource
+        response = requests.post(
+            self.discovery()["token_endpoint"],
+            data=form,
+            auth=(CLI_CLIENT_ID, SECRET),
+            timeout=10,
+        )
+        assert response.status_code == 200, response.text
+        return dict(response.json())
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -339,20 +421,25 @@ class Browser:
 
     def authorize(self, url: str) -> str:
         """Follow the provider's redirects until it sends the browser back to the app."""
-        for _ in range(10):
-            if url.startswith(APP_ORIGIN + "/"):
-                return url
-            response = self.idp.get(url, allow_redirects=False, timeout=10)
-            if response.status_code not in (302, 303):
-                raise AssertionError(f"provider answered {response.status_code}: {response.text}")
-            url = urljoin(url, response.headers["Location"])
-        raise AssertionError("too many redirects at the provider")
+        return follow_to_app(self.idp, url)
 
     def sign_in(self, provider_id: str, *, callback_url: str | None = None, **query: str) -> Any:
         """The whole flow; return the app's answer to the callback."""
         start = self.start(provider_id, callback_url=callback_url, **query)
         assert start.status_code == 302, start.status_code
         return self.client.get(self.authorize(start.headers["Location"]))
+
+
+def follow_to_app(session: requests.Session, url: str) -> str:
+    """Follow a provider's redirects until it sends the browser to the app's origin."""
+    for _ in range(10):
+        if url.startswith(APP_ORIGIN + "/"):
+            return url
+        response = session.get(url, allow_redirects=False, timeout=10)
+        if response.status_code not in (302, 303):
+            raise AssertionError(f"provider answered {response.status_code}: {response.text}")
+        url = urljoin(url, response.headers["Location"])
+    raise AssertionError("too many redirects at the provider")
 
 
 def _toml_value(value: Any) -> str:
