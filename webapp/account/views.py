@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import cast
+from functools import wraps
+from typing import Any, TypeVar, cast
 
 from flask import (
     Blueprint,
@@ -23,7 +24,7 @@ from flask import (
     url_for,
 )
 from flask.typing import ResponseReturnValue
-from flask_login import current_user, login_required
+from flask_login import current_user
 
 from webapp import transactions
 from webapp.account import flows
@@ -32,6 +33,7 @@ from webapp.auth.errors import AccountError
 from webapp.auth.redirects import is_safe_callback_url
 from webapp.auth.sessions import AuthSession, current_session
 from webapp.caching import mark_personal
+from webapp.extensions import login_manager
 
 bp = Blueprint("account", __name__)
 # Every answer here is personal, even the signed-out redirect: never cached (ui.csp).
@@ -53,9 +55,25 @@ class Done:
     signed_out: bool = False
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def browser_session_required(view: F) -> F:
+    """``login_required`` for a browser session: an API caller's bearer token does not
+    open the account area (its changes rest on the session: CSRF, recent sign-in)."""
+
+    @wraps(view)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if current_session() is None:
+            return login_manager.unauthorized()
+        return view(*args, **kwargs)
+
+    return cast(F, wrapper)
+
+
 def _session() -> AuthSession:
     session = current_session()
-    assert session is not None  # login_required ran first
+    assert session is not None  # browser_session_required ran first
     return session
 
 
@@ -64,7 +82,7 @@ def _is_htmx() -> bool:
 
 
 @bp.get("/account")
-@login_required
+@browser_session_required
 def overview() -> str:
     view = flows.account_overview(user_id=current_user.id, session=_session())
     # After a plain-form action, its message was flashed with the section it belongs to.
@@ -77,7 +95,7 @@ def overview() -> str:
 
 
 @bp.get("/account/confirm")
-@login_required
+@browser_session_required
 def confirm() -> str:
     """Ask for a fresh sign-in with a method the user already has, then go to ``next``."""
     next_path = request.args.get("next", "")
@@ -92,7 +110,7 @@ def confirm() -> str:
 
 
 @bp.get("/account/link/<provider_id>")
-@login_required
+@browser_session_required
 def link_page(provider_id: str) -> ResponseReturnValue:
     """The step a confirmation returns to before linking: one button, no surprise."""
     option = flows.link_option(user_id=current_user.id, provider_id=provider_id)
@@ -102,7 +120,7 @@ def link_page(provider_id: str) -> ResponseReturnValue:
 
 
 @bp.get("/account/accounts/<id:account_id>/unlink")
-@login_required
+@browser_session_required
 def unlink_page(account_id: int) -> ResponseReturnValue:
     """The step a confirmation returns to before removing a method."""
     account = flows.sign_in_method(user_id=current_user.id, account_id=account_id)
@@ -112,7 +130,7 @@ def unlink_page(account_id: int) -> ResponseReturnValue:
 
 
 @bp.post("/account/accounts/<id:account_id>/unlink")
-@login_required
+@browser_session_required
 def unlink(account_id: int) -> ResponseReturnValue:
     def action() -> Done:
         removed = flows.unlink_account(
@@ -124,7 +142,7 @@ def unlink(account_id: int) -> ResponseReturnValue:
 
 
 @bp.post("/account/sessions/<id:session_id>/end")
-@login_required
+@browser_session_required
 def end_session(session_id: int) -> ResponseReturnValue:
     def action() -> Done:
         own = flows.end_session(user_id=current_user.id, session_id=session_id, current=_session())
@@ -134,7 +152,7 @@ def end_session(session_id: int) -> ResponseReturnValue:
 
 
 @bp.post("/account/sessions/end-others")
-@login_required
+@browser_session_required
 def end_others() -> ResponseReturnValue:
     def action() -> Done:
         count = flows.end_other_sessions(user_id=current_user.id, current=_session())
@@ -144,7 +162,7 @@ def end_others() -> ResponseReturnValue:
 
 
 @bp.post("/account/delete")
-@login_required
+@browser_session_required
 def delete() -> ResponseReturnValue:
     def action() -> Done:
         confirmation = request.form.get("confirm", "")
