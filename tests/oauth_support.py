@@ -179,6 +179,17 @@ class NodeOP:
         assert response.status_code == 200, response.text
         return dict(response.json())
 
+    def revoke(self, token: str, hint: str = "refresh_token", client_id: str = "op-basic") -> None:
+        """Revoke ``token`` at the provider (RFC 7009) as ``client_id`` (client_secret_basic);
+        this provider then revokes every token of the same grant."""
+        response = requests.post(
+            self.discovery()["revocation_endpoint"],
+            data={"token": token, "token_type_hint": hint},
+            auth=(client_id, SECRET),
+            timeout=10,
+        )
+        assert response.status_code == 200, response.text
+
     def cli_tokens(self, account: str = "alice", resource: str | None = None) -> dict[str, Any]:
         """Sign ``account`` in to op-cli (authorization code with PKCE, over plain HTTP);
         return the token endpoint's JSON. With ``resource`` (RFC 8707), both requests name
