@@ -27,7 +27,7 @@ from webapp.extensions import db
 from webapp.models import Account
 
 from .helpers import free_port, run_gunicorn
-from .oauth_support import Browser, NodeOP, error_of, write_providers_toml
+from .oauth_support import CLIENT_METHODS, Browser, NodeOP, error_of, write_providers_toml
 
 COOKIE = "auth.session-token"
 TOKEN_KEYS = {"accessToken", "expiresAt", "scope", "tokenType"}
@@ -347,3 +347,24 @@ def test_revoke_tokens_command(node_op: NodeOP, alice: SignedIn) -> None:
     after = alice.account()
     assert (after.access_token, after.refresh_token) == (None, None)
     assert alice.token().status_code == 409
+
+
+@pytest.mark.parametrize("client_id", sorted(CLIENT_METHODS))
+def test_refresh_and_revocation_authenticate_as_configured(
+    node_op: NodeOP, make_oauth_app: Any, client_id: str
+) -> None:
+    """Each token endpoint auth method refreshes at the token endpoint and revokes at the
+    revocation endpoint (the JWT methods' assertions name the endpoint they are sent to)."""
+    alice = sign_in(make_oauth_app([node_op.provider_config(client_id)]), client_id)
+    old = alice.account(client_id)
+    alice.expire_in(10, client_id)
+    before = refreshes(node_op, client_id)
+    answer = alice.token(client_id)
+    assert answer.status_code == 200, answer.json
+    assert refreshes(node_op, client_id) == before + 1
+    assert answer.json["accessToken"] != old.access_token
+    result = alice.app.test_cli_runner().invoke(
+        args=["auth", "revoke-tokens", "--user", "alice@example.com"]
+    )
+    assert result.exit_code == 0 and "1 of 1 account(s) revoked" in result.output, result.output
+    assert node_op.introspect(answer.json["accessToken"])["active"] is False
