@@ -43,6 +43,7 @@ from webapp.auth.oauth.client import OAuthClient
 from webapp.auth.oauth.id_token import InvalidIDToken, verified_claims
 from webapp.auth.oauth.metadata import ProviderUnavailable
 from webapp.auth.providers import oauth_client, providers
+from webapp.auth.providers.oauth import OAuthProvider
 from webapp.auth.sessions import AuthUser
 from webapp.caching import mark_personal
 from webapp.clock import iso_utc, utcnow
@@ -87,7 +88,7 @@ def init_app(app: Flask) -> None:
     introspecting = [
         pid
         for pid, p in app.extensions["webapp.providers"].items()
-        if getattr(getattr(p, "config", None), "bearer_tokens", None) == "introspection"
+        if isinstance(p, OAuthProvider) and p.config.bearer_tokens == "introspection"
     ]
     if len(introspecting) > 1:
         raise ConfigError(
@@ -161,7 +162,7 @@ def _check(token: str, clients: list[OAuthClient]) -> tuple[OAuthClient | None, 
     issuer = _unverified_issuer(token)
     if issuer is not None:
         for client in clients:
-            if client.config.bearer_tokens == "jwt" and _issuer_of(client) == issuer:
+            if client.config.bearer_tokens == "jwt" and client.config.issuer == issuer:
                 return client, _checked_jwt(client, token)
     introspecting = [c for c in clients if c.config.bearer_tokens == "introspection"]
     if not introspecting:
@@ -178,11 +179,6 @@ def _check(token: str, clients: list[OAuthClient]) -> tuple[OAuthClient | None, 
             until = min(until, verdict.expires)
         cache.put(key, verdict, until)
     return client, verdict
-
-
-def _issuer_of(client: OAuthClient) -> str | None:
-    # The configured issuer (discovery confirmed it equals the document's).
-    return client.config.issuer
 
 
 def _unverified_issuer(token: str) -> str | None:
@@ -209,7 +205,7 @@ def _introspected(client: OAuthClient, token: str) -> _Verdict:
     if token_type is not None and str(token_type).lower() != "bearer":
         # A refresh token, or a DPoP-bound token whose proof we do not check.
         return _Verdict(None, None, f"token_type {token_type!r}")
-    issuer = _issuer_of(client)
+    issuer = client.config.issuer  # discovery checked it is the document's
     if issuer is not None and answer.get("iss") not in (None, issuer):
         return _Verdict(None, None, "issued by another issuer")
     audiences = set(client.config.bearer_token_audiences)
