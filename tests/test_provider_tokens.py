@@ -29,6 +29,8 @@ from webapp.models import Account
 from .helpers import free_port, run_gunicorn
 from .oauth_support import CLIENT_METHODS, Browser, NodeOP, error_of, write_providers_toml
 
+pytestmark = pytest.mark.e2e
+
 COOKIE = "auth.session-token"
 TOKEN_KEYS = {"accessToken", "expiresAt", "scope", "tokenType"}
 

@@ -9,9 +9,10 @@ then signed in as that account's user for its own duration: no session row, no c
 Two ways to check a token (``bearer_tokens``):
 
 - ``introspection`` (default): ask the provider (RFC 7662), authenticating as our client;
-  it must say ``active``. Answers, positive or not, are kept in a bounded per-process cache
-  keyed by the token's SHA-256, until the token's ``exp`` or ``AUTH_BEARER_CACHE_TTL``,
-  whichever is sooner, so a revoked token may still work that long. An opaque token does
+  it must say ``active`` and ``token_type`` Bearer (a refresh token is active too).
+  Answers, positive or not, are kept in a bounded per-process cache keyed by the token's
+  SHA-256, until the token's ``exp`` or ``AUTH_BEARER_CACHE_TTL``, whichever is sooner,
+  so a revoked token may still work that long. An opaque token does
   not say who issued it, and introspecting it elsewhere would hand it to another
   provider: at most one provider may introspect (a start-up error otherwise).
 - ``jwt``: a signed JWT access token (RFC 9068) checked locally: ``typ`` ``at+jwt``, the
@@ -106,8 +107,9 @@ def bearer_identity() -> BearerIdentity | None:
         cached: BearerIdentity | None = g.auth_bearer
         return cached
     g.auth_bearer = None
-    header = request.headers.get("Authorization")
-    if not header or not header[:7].lower() == "bearer ":
+    header = request.headers.get("Authorization", "")
+    scheme = header.split(None, 1)[0].lower() if header.strip() else ""
+    if scheme != "bearer":
         return None
     clients = _accepting_clients()
     if not clients:
@@ -202,9 +204,10 @@ def _introspected(client: OAuthClient, token: str) -> _Verdict:
     if answer["active"] is not True:
         return _Verdict(None, None, "inactive")
     token_type = answer.get("token_type")
-    if token_type is not None and str(token_type).lower() != "bearer":
-        # A refresh token, or a DPoP-bound token whose proof we do not check.
-        return _Verdict(None, None, f"token_type {token_type!r}")
+    if not isinstance(token_type, str) or token_type.lower() != "bearer":
+        # Not an access token (oidc-provider leaves token_type out for refresh tokens, which
+        # introspect as active too), or a DPoP-bound one whose proof we do not check.
+        return _Verdict(None, None, f"token_type {token_type!r} is not Bearer")
     issuer = client.config.issuer  # discovery checked it is the document's
     if issuer is not None and answer.get("iss") not in (None, issuer):
         return _Verdict(None, None, "issued by another issuer")
