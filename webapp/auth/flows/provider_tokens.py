@@ -265,6 +265,9 @@ def reseal_tokens(*, batch_size: int = 500) -> Resealed:
             .where(stale, Account.id > last)
             .order_by(Account.id)
             .limit(batch_size)
+            # Locked until the batch commits: a refresh committing in between would
+            # otherwise be overwritten with the old (possibly rotated-away) tokens.
+            .with_for_update()
         ).all()
         for row in rows:
             values, failed = _resealed(row, prefix)
