@@ -62,6 +62,12 @@ class OAuthClient:
             value = self.document().get(name)
         return value
 
+    def _required(self, name: str) -> str:
+        endpoint = self.endpoint(name)
+        if endpoint is None:
+            raise ProviderUnavailable(f"no {name}")
+        return endpoint
+
     def keys(self, kid: str | None) -> list[dict[str, Any]]:
         """Return the signing keys to try for ``kid`` (refetched on an unknown kid)."""
         assert self.metadata is not None
@@ -90,11 +96,8 @@ class OAuthClient:
 
     def exchange(self, code: str, verifier: str | None) -> dict[str, Any]:
         """Exchange an authorization code at the token endpoint."""
-        endpoint = self.endpoint("token_endpoint")
-        if endpoint is None:
-            raise ProviderUnavailable("no token_endpoint")
         return client_auth.exchange_code(
-            token_endpoint=endpoint,
+            token_endpoint=self._required("token_endpoint"),
             client=self.config.client,
             code=code,
             redirect_uri=self.redirect_uri(),
@@ -104,11 +107,8 @@ class OAuthClient:
 
     def refresh(self, refresh_token: str) -> dict[str, Any]:
         """Use a refresh token; raise GrantRefused (the grant is dead) or ProviderUnavailable."""
-        endpoint = self.endpoint("token_endpoint")
-        if endpoint is None:
-            raise ProviderUnavailable("no token_endpoint")
         return client_auth.refresh(
-            token_endpoint=endpoint,
+            token_endpoint=self._required("token_endpoint"),
             client=self.config.client,
             refresh_token=refresh_token,
             conf=self.conf,
@@ -121,9 +121,7 @@ class OAuthClient:
     def revoke(self, token: str, token_type_hint: str) -> None:
         """Revoke ``token`` (RFC 7009); raise ProviderUnavailable unless the provider says
         it is done (200; an unknown or already invalid token is done too, §2.2)."""
-        endpoint = self.endpoint("revocation_endpoint")
-        if endpoint is None:
-            raise ProviderUnavailable("no revocation_endpoint")
+        endpoint = self._required("revocation_endpoint")
         answer = self._post_token("revoke", endpoint, token, token_type_hint)
         if answer.status_code != 200:
             raise ProviderUnavailable(f"revocation endpoint: HTTP {answer.status_code}")
@@ -131,9 +129,7 @@ class OAuthClient:
     def introspect(self, token: str) -> dict[str, Any]:
         """Return the provider's RFC 7662 answer for an access token; raise
         ProviderUnavailable when there is no usable one."""
-        endpoint = self.endpoint("introspection_endpoint")
-        if endpoint is None:
-            raise ProviderUnavailable("no introspection_endpoint")
+        endpoint = self._required("introspection_endpoint")
         answer = self._post_token("introspect", endpoint, token, "access_token")
         if answer.status_code != 200:
             raise ProviderUnavailable(f"introspection endpoint: HTTP {answer.status_code}")
