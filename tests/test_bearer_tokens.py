@@ -352,10 +352,32 @@ def test_two_introspecting_providers_are_a_start_up_error(
             "bearer_token_audiences must be a list of strings",
         ),
     ],
-    ids=["jwt-without-accept", "unknown-mode", "no-audiences", "audiences-not-a-list"],
+    ids=[
+        "jwt-without-accept",
+        "unknown-mode",
+        "no-audiences",
+        "audiences-not-a-list",
+    ],
 )
 def test_bearer_settings_are_checked_at_start_up(
     node_op: Any, make_oauth_app: Any, extra: dict[str, Any], message: str
 ) -> None:
     with pytest.raises(ConfigError, match=message):
         make_oauth_app([node_op.provider_config("op-basic", **extra)])
+
+
+def test_a_plain_oauth_provider_must_name_its_introspection_endpoint(
+    node_op: Any, make_oauth_app: Any
+) -> None:
+    entry = node_op.provider_config(
+        "op-basic", accept_bearer_tokens=True, type="oauth", scope="email"
+    )
+    del entry["issuer"]  # no discovery could name the endpoint
+    entry.update(
+        {f"{name}_endpoint": f"{node_op.issuer}/{name}" for name in ("authorization", "token")}
+    )
+    entry["userinfo_endpoint"] = f"{node_op.issuer}/me"
+    with pytest.raises(ConfigError, match="introspection_endpoint is required"):
+        make_oauth_app([entry])
+    entry["introspection_endpoint"] = f"{node_op.issuer}/token/introspection"
+    make_oauth_app([entry])

@@ -246,6 +246,7 @@ def test_provider_down_answers_503_and_keeps_the_tokens(
     client.set_cookie(COOKIE, cookie.value)
     answer = client.get("/auth/token/op-basic")
     assert answer.status_code == 503 and answer.json["error"] == "ProviderUnavailable"
+    assert answer.headers["Retry-After"].isdigit()
     after = alice.account()
     assert (after.access_token, after.refresh_token) == (kept.access_token, kept.refresh_token)
     # Back up (the working app): the kept refresh token still works.

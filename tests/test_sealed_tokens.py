@@ -334,6 +334,24 @@ def test_rotate_secrets_reports_and_keeps_tokens_no_secret_opens(
     }
 
 
+def test_revoking_unreadable_tokens_by_hand_forgets_them_and_says_so(
+    make_app: Callable[..., Flask],
+    user_factory: Callable[..., int],
+    account_factory: Callable[..., int],
+) -> None:
+    app_c = make_app(AUTH_SECRET=SECRET_C)
+    lost = account_factory(app_c, user_factory(app_c, email="lost@example.com"),
+                           access_token="under-c", refresh_token="rt-c")  # fmt: skip
+    app_b = make_app(AUTH_SECRET=SECRET_B)
+    revoked = app_b.test_cli_runner().invoke(
+        args=["auth", "revoke-tokens", "--user", "lost@example.com"]
+    )
+    assert revoked.exit_code == 1
+    assert "unreadable (sealed under a secret no longer configured)" in revoked.output
+    assert "0 of 1 account(s) revoked" in revoked.output
+    assert raw_tokens(app_b, lost) == dict.fromkeys(TOKENS)
+
+
 def test_rotate_secrets_locks_its_batch_against_a_concurrent_refresh(
     postgres_url: str, user_factory: Callable[..., int], account_factory: Callable[..., int]
 ) -> None:

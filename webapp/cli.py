@@ -110,13 +110,24 @@ def revoke_provider_tokens(email: str, provider_id: str | None) -> None:
     if provider_id:
         query = query.where(Account.provider == provider_id)
     accounts = list(db.session.scalars(query))
-    confirmed = [revoke_tokens(account, forget=True) for account in accounts]
+    lines, confirmed = [], 0
+    for account in accounts:
+        # Tokens that read as None are values no configured secret opens.
+        readable = bool(account.access_token or account.refresh_token)
+        revoked = revoke_tokens(account, forget=True) and readable
+        confirmed += revoked
+        if revoked:
+            state = "revoked"
+        elif readable:
+            state = "NOT confirmed by the provider (see the log)"
+        else:
+            state = "unreadable (sealed under a secret no longer configured), not revoked"
+        lines.append(f"account {account.id} ({account.provider}): {state}; tokens forgotten")
     db.session.commit()
-    for account, ok in zip(accounts, confirmed, strict=True):
-        state = "revoked" if ok else "NOT confirmed by the provider (see the log)"
-        click.echo(f"account {account.id} ({account.provider}): {state}; tokens forgotten")
-    click.echo(f"{sum(confirmed)} of {len(accounts)} account(s) revoked at the provider")
-    if not all(confirmed):
+    for line in lines:
+        click.echo(line)
+    click.echo(f"{confirmed} of {len(accounts)} account(s) revoked at the provider")
+    if confirmed < len(accounts):
         raise SystemExit(1)
 
 

@@ -84,7 +84,10 @@ def _account_refused(exc: AccountError) -> tuple[Response | str, int]:
     body = {"error": exc.code, "message": exc.message}
     if exc.code == "RecentSignInRequired":
         body["confirmUrl"] = urls.origin() + reauth.confirm_url("/account")
-    return jsonify(body), status
+    response = jsonify(body)
+    if status == 503:
+        response.headers["Retry-After"] = str(RETRY_AFTER)
+    return response, status
 
 
 def _bearer_refused(exc: InvalidBearerToken) -> tuple[Response, int, dict[str, str]]:

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from sqlalchemy import Text, and_, not_, or_, select, type_coerce, update
 from sqlalchemy.orm import Session as OrmSession
+from sqlalchemy.orm.attributes import flag_modified
 
 from webapp import sealing
 from webapp.auth.errors import AccountError
@@ -192,9 +193,10 @@ def _check_no_sqlite_transaction() -> None:
 
 
 def _forget_tokens(account: Account) -> None:
-    account.access_token = None
-    account.refresh_token = None
-    account.expires_at = None
+    for name in ("access_token", "refresh_token", "expires_at"):
+        setattr(account, name, None)
+        # Written even when it read as None: a value no secret opens reads so, and must go.
+        flag_modified(account, name)
 
 
 def revoke_tokens(account: Account, *, forget: bool) -> bool:

@@ -204,6 +204,13 @@ def parse_config(entry: Mapping[str, Any]) -> OAuthConfig:
         endpoints[name] = url(name, required=False)
     client = _client(entry, preset, where, text)
     bearer_tokens = _bearer_mode(flag("accept_bearer_tokens"), text("bearer_tokens"), kind, where)
+    if (
+        bearer_tokens == "introspection"
+        and kind == "oauth"
+        and not endpoints.get("introspection_endpoint")
+    ):
+        # Only an OpenID Connect provider's discovery can name it.
+        raise ConfigError(f"{where}: introspection_endpoint is required to check bearer tokens")
     audiences = opt("bearer_token_audiences", [client.client_id])
     if not (
         isinstance(audiences, list)
