@@ -108,6 +108,15 @@ def test_signed_out_is_401_and_no_such_account_404(alice: SignedIn) -> None:
         assert answer.status_code == 404 and answer.json["error"] == "NotFound", provider
 
 
+def test_hostile_provider_ids_are_404_not_errors(alice: SignedIn) -> None:
+    for provider in ("a" * 5000, "%00", "op-basic%0d%0aX-Evil:%201", "%ff%fe"):
+        answer = alice.token(provider)
+        assert answer.status_code == 404 and answer.json["error"] == "NotFound", provider
+        assert "X-Evil" not in answer.headers
+    # A slash is no provider id: no route, the site's plain 404.
+    assert alice.token("..%2f..%2fsession").status_code == 404
+
+
 def test_provider_access_token_for_the_application(alice: SignedIn) -> None:
     from webapp.auth.flows.provider_tokens import NoProviderAccount, provider_access_token
 
