@@ -27,10 +27,11 @@ from sqlalchemy import Text, and_, not_, or_, select, type_coerce, update
 from sqlalchemy.orm import Session as OrmSession
 from sqlalchemy.orm.attributes import flag_modified
 
-from webapp import sealing
+from webapp import logsafe, sealing
 from webapp.auth.errors import AccountError
 from webapp.auth.flows.linking import account_columns
 from webapp.auth.hooks import revocation_failed
+from webapp.auth.oauth.client import OAuthClient
 from webapp.auth.oauth.client_auth import GrantRefused
 from webapp.auth.oauth.metadata import ProviderUnavailable
 from webapp.auth.providers import oauth_client
@@ -119,7 +120,7 @@ def provider_token(user_id: int, provider_id: str) -> ProviderToken:
         raise NoProviderAccount(provider_id)
     if not _due(row.access_token, row.expires_at):
         return _handed_out(row, provider_id)
-    return _refresh_once(user_id, provider_id)
+    return _refresh_once(client, user_id, provider_id)
 
 
 def _due(access_token: str | None, expires_at: datetime | None) -> bool:
@@ -140,11 +141,9 @@ def _handed_out(account: Any, provider_id: str) -> ProviderToken:
     )
 
 
-def _refresh_once(user_id: int, provider_id: str) -> ProviderToken:
+def _refresh_once(client: OAuthClient, user_id: int, provider_id: str) -> ProviderToken:
     """Refresh under the account row's lock, unless another asker did while we waited."""
     _check_no_sqlite_transaction()
-    client = oauth_client(provider_id)
-    assert client is not None
     refused: GrantRefused | None = None
     with OrmSession(db.engine, expire_on_commit=False) as session, session.begin():
         account = session.execute(
@@ -162,7 +161,9 @@ def _refresh_once(user_id: int, provider_id: str) -> ProviderToken:
             refused = exc
             _forget_tokens(account)  # dead: committed, so no one tries them again
         except ProviderUnavailable as exc:
-            log.warning("refreshing %s token of user %s: %s", provider_id, user_id, exc)
+            log.warning(
+                "refreshing %s token of user %s: %s", provider_id, user_id, logsafe.encode(exc)
+            )
             raise ProviderDown(provider_id) from exc
         else:
             for name, value in account_columns(answer).items():
@@ -173,7 +174,7 @@ def _refresh_once(user_id: int, provider_id: str) -> ProviderToken:
         "%s refused to refresh the token of user %s (%s); tokens cleared",
         provider_id,
         user_id,
-        refused,
+        logsafe.encode(refused),
     )
     raise RefreshFailed(provider_id)
 
@@ -234,7 +235,11 @@ def _revoke(account: Account, token: str, hint: str) -> bool:
         except ProviderUnavailable as exc:
             problem = str(exc)
     log.warning(
-        "revoking %s %s of user %s failed: %s", account.provider, hint, account.user_id, problem
+        "revoking %s %s of user %s failed: %s",
+        account.provider,
+        hint,
+        account.user_id,
+        logsafe.encode(problem),
     )
     revocation_failed.send(
         user_id=account.user_id, provider=account.provider, account_id=account.id, reason=problem
