@@ -62,6 +62,10 @@ def test_secret_never_appears_in_errors():
         ({"AUTH_BRAND_COLOR": "red"}, "AUTH_BRAND_COLOR"),
         ({"AUTH_DEMO_CREDENTIALS": "true"}, "cannot be enabled outside development"),
         ({"AUTH_CONFIG": "/nonexistent/auth.toml"}, "AUTH_CONFIG: file not found"),
+        ({"AUTH_TOKEN_REFRESH_MARGIN": "-1"}, "AUTH_TOKEN_REFRESH_MARGIN must be at least 0"),
+        ({"AUTH_TOKEN_REFRESH_MARGIN": "60\x00"}, "AUTH_TOKEN_REFRESH_MARGIN must be a whole"),
+        ({"AUTH_BEARER_CACHE_TTL": "1e9999"}, "AUTH_BEARER_CACHE_TTL must be a whole number"),
+        ({"AUTH_BEARER_CACHE_TTL": "60\r\nX: y"}, "AUTH_BEARER_CACHE_TTL must be a whole"),
     ],
 )
 def test_bad_settings_name_the_setting(env, match):

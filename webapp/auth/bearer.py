@@ -127,8 +127,9 @@ def bearer_identity() -> BearerIdentity | None:
     if row is None:
         raise InvalidBearerToken(f"{client.id}: no account linked for the token's subject")
     user = AuthUser(id=row.id, name=row.name, email=row.email, image=row.image)
-    g.auth_bearer = BearerIdentity(user, client.id, verdict.expires)
-    return g.auth_bearer  # type: ignore[no-any-return]
+    identity = BearerIdentity(user, client.id, verdict.expires)
+    g.auth_bearer = identity
+    return identity
 
 
 def bearer_session_json(identity: BearerIdentity) -> dict[str, object]:
@@ -189,8 +190,8 @@ def _unverified_issuer(token: str) -> str | None:
     if len(parts) != 3:
         return None
     try:
-        payload = json.loads(base64.urlsafe_b64decode(_padded(parts[1])))
-    except (ValueError, UnicodeDecodeError):
+        payload = _decoded(parts[1])
+    except ValueError:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         return None
     iss = payload.get("iss") if isinstance(payload, dict) else None
     return iss.rstrip("/") if isinstance(iss, str) else None
@@ -220,7 +221,7 @@ def _introspected(client: OAuthClient, token: str) -> _Verdict:
 def _checked_jwt(client: OAuthClient, token: str) -> _Verdict:
     assert client.metadata is not None
     try:
-        header = json.loads(base64.urlsafe_b64decode(_padded(token.split(".")[0])))
+        header = _decoded(token.split(".")[0])
         if str(header.get("typ", "")).lower() not in _JWT_TYPES:
             return _Verdict(None, None, f"typ {header.get('typ')!r} is not at+jwt")
         claims = verified_claims(token, client.metadata.keys)
@@ -228,7 +229,7 @@ def _checked_jwt(client: OAuthClient, token: str) -> _Verdict:
             return _Verdict(None, None, "iss is not the provider's")
     except ProviderUnavailable as exc:
         raise ProviderDown(client.id) from exc
-    except (InvalidIDToken, ValueError, UnicodeDecodeError, AttributeError) as exc:
+    except (InvalidIDToken, ValueError, AttributeError) as exc:
         return _Verdict(None, None, f"JWT: {exc}")
     if not set(client.config.bearer_token_audiences) & _audiences(claims):
         return _Verdict(None, None, f"aud {claims.get('aud')!r} is not ours")
@@ -266,8 +267,9 @@ def _moment(seconds: float) -> datetime:
         return datetime.max.replace(tzinfo=UTC)
 
 
-def _padded(part: str) -> str:
-    return part + "=" * (-len(part) % 4)
+def _decoded(part: str) -> Any:
+    """The JSON in one base64url part of a JWT (raises ValueError)."""
+    return json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
 
 
 class _Cache:
