@@ -1,9 +1,8 @@
 """The state, PKCE and nonce of an OAuth sign-in, each in its own encrypted cookie.
 
-Each value is sealed with AES-GCM under a key derived from AUTH_SECRET, with the provider
-id and the check's name as associated data: a cookie cannot be read, forged, or moved to
-another provider or check. The expiry (900 s) is inside the sealed payload as well as on
-the cookie, so an old cookie a browser kept is still refused.
+Each value is sealed (``sealed_cookies``) and bound to the provider id and the check's
+name: a cookie cannot be read, forged, or moved to another provider or check, and it
+expires after 900 s even if a browser keeps it.
 
 Parallel tabs: the cookie names carry a digest of the flow's ``state``, so each sign-in
 in flight has its own cookies and a second tab cannot overwrite the first tab's. A
@@ -12,18 +11,12 @@ provider without the state check has one flow at a time (its cookies have fixed 
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import json
-import os
-import time
 from dataclasses import dataclass
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from flask import request
 
-from webapp.auth import cookies
+from webapp.auth import cookies, sealed_cookies
 from webapp.settings import current_settings
 
 #: What a flow keeps, one cookie each: the three checks and where to go afterwards.
@@ -53,47 +46,24 @@ def _name(provider_id: str, item: str, state: str | None) -> str:
     return cookies.cookie_name(f"auth.{short}.{provider_id}.{_flow_key(state)}")
 
 
-def _aad(provider_id: str, check: str) -> bytes:
-    return f"{provider_id}\x00{check}".encode()
-
-
-def _seal(provider_id: str, check: str, value: str, expires: int) -> str:
-    key = current_settings().derive_key(_KEY_PURPOSE)
-    nonce = os.urandom(12)
-    payload = json.dumps({"v": value, "exp": expires}).encode()
-    sealed = nonce + AESGCM(key).encrypt(nonce, payload, _aad(provider_id, check))
-    return base64.urlsafe_b64encode(sealed).rstrip(b"=").decode()
-
-
-def _open(provider_id: str, check: str, token: str) -> str | None:
-    try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-    except (ValueError, TypeError):
-        return None
-    if len(raw) < 13:
-        return None
-    for key in current_settings().derive_keys(_KEY_PURPOSE):
-        try:
-            payload = json.loads(AESGCM(key).decrypt(raw[:12], raw[12:], _aad(provider_id, check)))
-        except (InvalidTag, ValueError):
-            continue
-        if not isinstance(payload, dict) or payload.get("exp", 0) < time.time():
-            return None
-        value = payload.get("v")
-        return value if isinstance(value, str) else None
-    return None
+def _bound_to(provider_id: str, check: str) -> str:
+    return f"{provider_id}\x00{check}"
 
 
 def store(provider_id: str, checks: Checks, *, same_site: str = "Lax") -> None:
     """Queue one cookie per check in use; ``same_site="None"`` for form_post returns."""
     max_age = int(current_settings().oauth_check_max_age.total_seconds())
-    expires = int(time.time()) + max_age
     for check in ITEMS:
         value = getattr(checks, check)
         if value is not None:
             cookies.set_cookie(
                 _name(provider_id, check, checks.state),
-                _seal(provider_id, check, value, expires),
+                sealed_cookies.seal(
+                    value,
+                    purpose=_KEY_PURPOSE,
+                    bound_to=_bound_to(provider_id, check),
+                    max_age=max_age,
+                ),
                 max_age=max_age,
                 same_site=same_site,
             )
@@ -109,7 +79,13 @@ def take(provider_id: str, state: str | None, *, same_site: str = "Lax") -> Chec
     for check in ITEMS:
         name = _name(provider_id, check, state)
         token = request.cookies.get(name)
-        found[check] = _open(provider_id, check, token) if token else None
+        found[check] = (
+            sealed_cookies.open_sealed(
+                token, purpose=_KEY_PURPOSE, bound_to=_bound_to(provider_id, check)
+            )
+            if token
+            else None
+        )
         if token is not None:
             cookies.clear_cookie(name, same_site=same_site)
     return Checks(**found)
