@@ -262,7 +262,7 @@ def test_rotate_secrets_reseals_every_token_under_the_current_secret(
 
     result = rotate(rotated)
     assert result.exit_code == 0, result.output
-    assert "re-sealed 5 account(s) under the current secret" in result.output
+    assert "re-sealed 5 row(s) under the current secret" in result.output
     for account_id, tokens in expected.items():
         raw = raw_tokens(rotated, account_id)
         for name, plaintext in tokens.items():
@@ -287,7 +287,7 @@ def test_rotate_secrets_reseals_every_token_under_the_current_secret(
 
     again = rotate(rotated)
     assert again.exit_code == 0, again.output
-    assert "re-sealed 0 account(s) under the current secret" in again.output
+    assert "re-sealed 0 row(s) under the current secret" in again.output
 
 
 def test_rotate_secrets_reports_and_keeps_tokens_no_secret_opens(
@@ -310,8 +310,8 @@ def test_rotate_secrets_reports_and_keeps_tokens_no_secret_opens(
 
     result = rotate(rotated)
     assert result.exit_code == 1, result.output
-    assert "re-sealed 3 account(s) under the current secret" in result.stdout
-    assert "1 account(s) hold tokens no configured secret opens" in result.stderr
+    assert "re-sealed 3 row(s) under the current secret" in result.stdout
+    assert "1 row(s) hold tokens no configured secret opens" in result.stderr
     assert "AUTH_PREVIOUS_SECRETS" in result.stderr
     assert raw_tokens(rotated, lost) == lost_raw
     for account_id in readable:
@@ -326,7 +326,7 @@ def test_rotate_secrets_reports_and_keeps_tokens_no_secret_opens(
     with_c = make_app(AUTH_SECRET=SECRET_B, AUTH_PREVIOUS_SECRETS=f"{SECRET_A},{SECRET_C}")
     done = rotate(with_c)
     assert done.exit_code == 0, done.output
-    assert "re-sealed 1 account(s)" in done.output
+    assert "re-sealed 1 row(s)" in done.output
     assert model_tokens(make_app(AUTH_SECRET=SECRET_B), lost) == {
         "access_token": "under-c",
         "refresh_token": "rt-c",
@@ -507,7 +507,7 @@ def test_migration_0004_run_again_leaves_sealed_values_alone(empty_database: str
 def test_migration_0004_downgrade_refuses_a_token_it_cannot_open(empty_database: str) -> None:
     app_a = create_app(base_config(empty_database), environ={})
     with app_a.app_context():
-        upgrade(directory=str(MIGRATIONS_DIR))
+        upgrade(directory=str(MIGRATIONS_DIR), revision="0004_sealed_provider_tokens")
         readable = insert_account(
             {n: sealing.seal(v, context=f"accounts.{n}") for n, v in PLAINTEXT.items()}
         )

@@ -30,7 +30,7 @@ COMMITTERS = {
     "cli.py",
     "auth/sessions.py",
     "auth/ratelimit.py",
-    "auth/flows/provider_tokens.py",
+    "auth/resealing.py",
 }
 
 
@@ -44,9 +44,9 @@ def test_only_the_boundary_commits() -> None:
     sessions = (ROOT / "auth/sessions.py").read_text()
     # There, only the batched cleanup commits.
     assert sessions.count(".commit()") == 1 and "def delete_expired" in sessions
-    # There, only the batched re-sealing (the refresh is its own ``session.begin()`` unit).
-    tokens = (ROOT / "auth/flows/provider_tokens.py").read_text()
-    assert tokens.count(".commit()") == 1 and "def reseal_tokens" in tokens
+    # There, only the batched re-sealing (a refresh is its own ``session.begin()`` unit).
+    resealing = (ROOT / "auth/resealing.py").read_text()
+    assert resealing.count(".commit()") == 1 and "def reseal" in resealing
 
 
 def _committed_sessions(app: Flask) -> int:

@@ -10,7 +10,8 @@ from sqlalchemy import delete, select
 from webapp import logsafe
 from webapp.auth import ratelimit
 from webapp.auth.addresses import InvalidAddress, normalize_email
-from webapp.auth.flows.provider_tokens import reseal_tokens, revoke_tokens
+from webapp.auth.flows.provider_tokens import revoke_tokens
+from webapp.auth.resealing import reseal
 from webapp.auth.sessions import delete_expired
 from webapp.clock import utcnow
 from webapp.database import execute_counting
@@ -134,16 +135,16 @@ def revoke_provider_tokens(email: str, provider_id: str | None) -> None:
 @auth_cli.command("rotate-secrets")
 @click.option("--batch-size", default=500, show_default=True, help="Rows per transaction.")
 def rotate_secrets(batch_size: int) -> None:
-    """Re-seal provider tokens under AUTH_SECRET, so AUTH_PREVIOUS_SECRETS can be retired.
+    """Re-seal stored tokens under AUTH_SECRET, so AUTH_PREVIOUS_SECRETS can be retired.
 
     Run it with the new secret in AUTH_SECRET and the old ones in AUTH_PREVIOUS_SECRETS;
     when it reports no unreadable rows, the old secrets can go.
     """
-    done = reseal_tokens(batch_size=batch_size)
-    click.echo(f"re-sealed {done.changed} account(s) under the current secret")
+    done = reseal(batch_size=batch_size)
+    click.echo(f"re-sealed {done.changed} row(s) under the current secret")
     if done.unreadable:
         click.echo(
-            f"{done.unreadable} account(s) hold tokens no configured secret opens: add the "
+            f"{done.unreadable} row(s) hold tokens no configured secret opens: add the "
             "secret they were sealed under to AUTH_PREVIOUS_SECRETS and run this again",
             err=True,
         )

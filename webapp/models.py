@@ -187,6 +187,7 @@ class Session(db.Model):
         Index("ix_sessions_user_id", "user_id"),
         Index("ix_sessions_expires", "expires"),
         Index("ix_sessions_provider_sid", "provider", "provider_sid"),
+        Index("ix_sessions_provider_sub", "provider", "provider_sub"),
         {"comment": "Database sessions; token_hash is SHA-256 of the cookie value."},
     )
 
@@ -213,8 +214,69 @@ class Session(db.Model):
     provider_sid: Mapped[str | None] = mapped_column(
         String(255), comment="The identity provider's session id (sid), for provider logout"
     )
+    provider_sub: Mapped[str | None] = mapped_column(
+        String(255), comment="The ID token's subject (sub), for provider logout"
+    )
+    id_token: Mapped[str | None] = mapped_column(
+        SealedText("sessions.id_token"),
+        comment="Sealed ID token of the sign-in (AES-GCM under AUTH_SECRET), for id_token_hint",
+    )
 
     user: Mapped[User] = relationship(back_populates="sessions")
+
+
+class UsedLogoutToken(db.Model):
+    """A back-channel logout token already acted on, kept until it could no longer be
+    accepted anyway, so a replay is refused on every instance."""
+
+    __tablename__ = "used_logout_tokens"
+    __table_args__ = (
+        Index("ix_used_logout_tokens_expires", "expires"),
+        {"comment": "Back-channel logout tokens (provider, jti) seen; replays are refused."},
+    )
+
+    provider: Mapped[str] = mapped_column(String(64), primary_key=True)
+    jti: Mapped[str] = mapped_column(String(255), primary_key=True)
+    expires: Mapped[datetime] = mapped_column(
+        UTCDateTime, nullable=False, comment="After this the token is refused by its age alone"
+    )
+
+
+class DeviceRequest(db.Model):
+    """A device sign-in in progress (RFC 8628): the browser holds only a random handle.
+
+    The row serialises the polls of every tab and instance, so the provider is never
+    asked faster than it allows.
+    """
+
+    __tablename__ = "device_requests"
+    __table_args__ = (
+        Index("ix_device_requests_expires", "expires"),
+        {"comment": "Device sign-ins in progress; device_code sealed, handle hashed."},
+    )
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True)
+    handle_hash: Mapped[str] = mapped_column(
+        String(64), unique=True, nullable=False, comment="Hex SHA-256 of the browser's handle"
+    )
+    provider: Mapped[str] = mapped_column(String(64), nullable=False)
+    device_code: Mapped[str | None] = mapped_column(
+        SealedText("device_requests.device_code"), comment="Sealed device_code (AES-GCM)"
+    )
+    user_code: Mapped[str] = mapped_column(String(64), nullable=False)
+    verification_uri: Mapped[str] = mapped_column(Text, nullable=False)
+    verification_uri_complete: Mapped[str | None] = mapped_column(Text)
+    interval: Mapped[int] = mapped_column(
+        Integer, nullable=False, comment="Seconds between polls (grows by 5 on slow_down)"
+    )
+    next_poll_at: Mapped[datetime] = mapped_column(
+        UTCDateTime, nullable=False, comment="The provider may be polled again from then"
+    )
+    expires: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+    callback_url: Mapped[str | None] = mapped_column(
+        Text, comment="Where to go after sign-in (already checked to be on this site)"
+    )
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, nullable=False)
 
 
 class VerificationToken(db.Model):

@@ -23,7 +23,7 @@ from datetime import datetime
 
 from flask import g, request
 from flask_login import UserMixin
-from sqlalchemy import Executable, bindparam, delete, insert, select, update
+from sqlalchemy import Executable, bindparam, delete, insert, or_, select, update
 
 from webapp.auth import cookies
 from webapp.caching import mark_personal
@@ -171,8 +171,21 @@ def treat_as_signed_out() -> None:
     g.auth_session = None
 
 
+@dataclass(frozen=True)
+class ProviderSession:
+    """What a session remembers of the identity provider's session (OpenID Connect), so
+    that signing out here can end it there and its logout can end ours."""
+
+    #: The ID token's ``sid``: the provider's session, named in back-channel logout.
+    sid: str | None
+    #: The ID token's ``sub``: the person at the provider, named in back-channel logout.
+    sub: str | None
+    #: The ID token itself, sent back as ``id_token_hint`` (stored sealed).
+    id_token: str | None
+
+
 def create_session(
-    user_id: int, *, provider: str | None, provider_sid: str | None = None
+    user_id: int, *, provider: str | None, provider_session: ProviderSession | None = None
 ) -> AuthSession:
     """Create a session row for ``user_id`` and queue its cookie (committed with the request).
 
@@ -195,7 +208,9 @@ def create_session(
             ip=request.remote_addr,
             user_agent=user_agent,
             provider=provider,
-            provider_sid=provider_sid,
+            provider_sid=provider_session.sid if provider_session else None,
+            provider_sub=provider_session.sub if provider_session else None,
+            id_token=provider_session.id_token if provider_session else None,
         )
         .returning(Session.id)
     ).scalar_one()
@@ -246,6 +261,8 @@ class EndedSession:
     user_id: int
     #: The provider the session was signed in through (None: e-mail, credentials, unknown).
     provider: str | None = None
+    #: The ID token of its sign-in (None: not an OpenID Connect sign-in, or not kept).
+    id_token: str | None = None
 
 
 def end_current_session() -> EndedSession | None:
@@ -261,13 +278,39 @@ def end_current_session() -> EndedSession | None:
         row = db.session.execute(
             delete(Session)
             .where(Session.token_hash == hash_token(token))
-            .returning(Session.id, Session.user_id, Session.provider)
+            .returning(Session.id, Session.user_id, Session.provider, Session.id_token)
         ).first()
-        ended = EndedSession(row.id, row.user_id, row.provider) if row else None
+        ended = EndedSession(row.id, row.user_id, row.provider, row.id_token) if row else None
     if token:
         _queue_cookie(None)
     g.auth_session = None
     return ended
+
+
+def end_provider_sessions(provider: str, *, sid: str | None, sub: str | None) -> list[EndedSession]:
+    """Delete the sessions an identity provider's logout names, in the caller's transaction.
+
+    With ``sid``: the sessions of that provider session (and of ``sub``, when given and
+    stored). With ``sub`` alone: every session signed in through ``provider`` as that
+    subject. Sessions from before migration 0005 have no ``provider_sub``: only a ``sid``
+    reaches them.
+    """
+    where = [Session.provider == provider]
+    if sid is not None:
+        where.append(Session.provider_sid == sid)
+        if sub is not None:
+            where.append(or_(Session.provider_sub == sub, Session.provider_sub.is_(None)))
+    elif sub is not None:
+        where.append(Session.provider_sub == sub)
+    else:
+        raise ValueError("a provider logout names a sid or a sub")
+    rows = db.session.execute(
+        delete(Session)
+        .where(*where)
+        .returning(Session.id, Session.user_id)
+        .execution_options(synchronize_session=False)
+    ).all()
+    return [EndedSession(row.id, row.user_id, provider) for row in rows]
 
 
 def delete_expired(*, batch_size: int = 5000) -> int:

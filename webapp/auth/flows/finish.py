@@ -10,7 +10,12 @@ from webapp.auth.errors import AuthError
 from webapp.auth.flows.linking import Resolved
 from webapp.auth.hooks import current_hooks, signed_in
 from webapp.auth.redirects import resolve_redirect
-from webapp.auth.sessions import AuthSession, create_session, end_current_session
+from webapp.auth.sessions import (
+    AuthSession,
+    ProviderSession,
+    create_session,
+    end_current_session,
+)
 
 
 def finish_signin(
@@ -19,7 +24,7 @@ def finish_signin(
     provider: str,
     callback_url: str | None,
     profile: Mapping[str, Any] | None = None,
-    provider_sid: str | None = None,
+    provider_session: ProviderSession | None = None,
 ) -> str:
     """Run the sign-in hook and replace this browser's session with a new one.
 
@@ -38,7 +43,7 @@ def finish_signin(
             return verdict
     end_current_session()
     session: AuthSession = create_session(
-        resolved.user.id, provider=provider, provider_sid=provider_sid
+        resolved.user.id, provider=provider, provider_session=provider_session
     )
     transactions.on_commit(
         lambda: signed_in.send(

@@ -29,7 +29,7 @@ from webapp.auth.oauth import checks
 from webapp.auth.oauth.client import OAuthClient
 from webapp.auth.oauth.id_token import InvalidIDToken, validate
 from webapp.auth.oauth.metadata import ProviderUnavailable
-from webapp.auth.sessions import current_session
+from webapp.auth.sessions import ProviderSession, current_session
 
 #: Parameters the flow sets itself; the same names on the POST URL are ignored.
 _RESERVED_PARAMS = frozenset(
@@ -118,7 +118,24 @@ def complete_oauth_callback(
         raise AuthError("OAuthCallback", f"{client.id}: no code in callback")
 
     token = _callback_step(client, lambda: client.exchange(auth_code, stored.pkce))
-    profile, claims = _profile(client, token, stored.nonce, form)
+    return sign_in_with_token(
+        client, token, nonce=stored.nonce, form=form, callback_url=stored.callback_url
+    )
+
+
+def sign_in_with_token(
+    client: OAuthClient,
+    token: Mapping[str, Any],
+    *,
+    nonce: str | None,
+    form: Mapping[str, str],
+    callback_url: str | None,
+) -> str:
+    """Sign in with a token response (authorization code or device grant); return where the
+    browser goes. Checks the ID token (``nonce``: the one this sign-in sent, if any) and
+    userinfo, applies the linking rules and starts the session."""
+    cfg = client.config
+    profile, claims = _profile(client, token, nonce, form)
     subject, info = _user_info(client, profile)
     session = current_session()
     if reauth.link_needs_confirmation(session, client.id, subject):
@@ -134,14 +151,28 @@ def complete_oauth_callback(
         create_error="OAuthCreateAccount",
         tokens=account_columns(token),
     )
-    sid = claims.get("sid")
     return finish_signin(
         resolved,
         provider=client.id,
-        callback_url=stored.callback_url,
+        callback_url=callback_url,
         profile=profile,
-        # Kept for provider-initiated logout; a sid that does not fit is not stored.
-        provider_sid=sid if isinstance(sid, str) and len(sid) <= 255 else None,
+        provider_session=_provider_session(claims, token),
+    )
+
+
+def _provider_session(
+    claims: Mapping[str, Any], token: Mapping[str, Any]
+) -> ProviderSession | None:
+    """What the new session keeps for provider logout (OpenID Connect sign-ins only)."""
+    if not claims:
+        return None
+
+    def fitting(value: Any) -> str | None:
+        # A value that does not fit the column is not stored (a cut one would be another).
+        return value if isinstance(value, str) and len(value) <= 255 else None
+
+    return ProviderSession(
+        sid=fitting(claims.get("sid")), sub=fitting(claims.get("sub")), id_token=token["id_token"]
     )
 
 

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from sqlalchemy import Text, and_, not_, or_, select, type_coerce, update
+from sqlalchemy import select
 from sqlalchemy.orm import Session as OrmSession
 from sqlalchemy.orm.attributes import flag_modified
 
-from webapp import logsafe, sealing
+from webapp import logsafe
 from webapp.auth.errors import AccountError
 from webapp.auth.flows.linking import account_columns
 from webapp.auth.hooks import revocation_failed
@@ -43,7 +43,6 @@ from webapp.settings import current_settings
 log = logging.getLogger(__name__)
 
 #: The account columns that hold provider tokens, sealed at rest.
-SEALED_COLUMNS = ("access_token", "refresh_token", "id_token")
 
 
 class NoProviderAccount(AccountError):
@@ -245,60 +244,3 @@ def _revoke(account: Account, token: str, hint: str) -> bool:
         user_id=account.user_id, provider=account.provider, account_id=account.id, reason=problem
     )
     return False
-
-
-@dataclass(frozen=True)
-class Resealed:
-    """What ``reseal_tokens`` did: rows re-sealed, and rows no configured secret opens."""
-
-    changed: int
-    unreadable: int
-
-
-def reseal_tokens(*, batch_size: int = 500) -> Resealed:
-    """Re-seal every token not sealed under the current secret, a batch per transaction.
-
-    Reads and writes the stored form directly (not through the column type, which would
-    hide an unreadable value as None): a row holding a value that no secret opens is
-    counted and left as it is.
-    """
-    prefix = sealing.current_prefix()
-    stored = {name: type_coerce(getattr(Account, name), Text) for name in SEALED_COLUMNS}
-    stale = or_(*(and_(col.is_not(None), not_(col.startswith(prefix))) for col in stored.values()))
-    changed = unreadable = last = 0
-    while True:
-        rows = db.session.execute(
-            select(Account.id, *(col.label(name) for name, col in stored.items()))
-            .where(stale, Account.id > last)
-            .order_by(Account.id)
-            .limit(batch_size)
-            # Locked until the batch commits: a refresh committing in between would
-            # otherwise be overwritten with the old (possibly rotated-away) tokens.
-            .with_for_update()
-        ).all()
-        for row in rows:
-            values, failed = _resealed(row, prefix)
-            unreadable += failed
-            if values:
-                db.session.execute(update(Account).where(Account.id == row.id).values(values))
-                changed += 1
-        db.session.commit()  # the command's own boundary: one transaction per batch
-        if len(rows) < batch_size:
-            return Resealed(changed, unreadable)
-        last = rows[-1].id
-
-
-def _resealed(row: Any, prefix: str) -> tuple[dict[Any, Any], int]:
-    values: dict[Any, Any] = {}
-    for name in SEALED_COLUMNS:
-        value = getattr(row, name)
-        if value is None or value.startswith(prefix):
-            continue
-        context = f"accounts.{name}"
-        try:
-            plaintext = sealing.open_sealed(value, context=context)
-        except sealing.Unreadable:
-            return {}, 1
-        # Already sealed: written as is, past the column type's own sealing.
-        values[getattr(Account, name)] = type_coerce(sealing.seal(plaintext, context=context), Text)
-    return values, 0
