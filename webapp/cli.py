@@ -1,22 +1,32 @@
 """Operator commands: ``flask auth cleanup | sessions | revoke | revoke-tokens |
-rotate-secrets``."""
+rotate-secrets | device-login``."""
 
 from __future__ import annotations
 
 import click
+import segno
+from flask import current_app, g
 from flask.cli import AppGroup
 from sqlalchemy import delete, select
 
-from webapp import logsafe
-from webapp.auth import ratelimit
+from webapp import logsafe, transactions
+from webapp.auth import cookies, ratelimit, urls
 from webapp.auth.addresses import InvalidAddress, normalize_email
+from webapp.auth.errors import AuthError
+from webapp.auth.flows.device import (
+    DeviceCodeExpired,
+    DeviceFlowOff,
+    request_device_code,
+    wait_for_approval,
+)
+from webapp.auth.flows.oauth import sign_in_with_token
 from webapp.auth.flows.provider_tokens import revoke_tokens
 from webapp.auth.resealing import reseal
 from webapp.auth.sessions import delete_expired
 from webapp.clock import utcnow
 from webapp.database import execute_counting
 from webapp.extensions import db
-from webapp.models import Account, Session, User, VerificationToken
+from webapp.models import Account, DeviceRequest, Session, UsedLogoutToken, User, VerificationToken
 
 auth_cli = AppGroup("auth", help="Inspect and clean up sign-in data.")
 
@@ -24,15 +34,19 @@ auth_cli = AppGroup("auth", help="Inspect and clean up sign-in data.")
 @auth_cli.command("cleanup")
 @click.option("--batch-size", default=5000, show_default=True, help="Rows deleted per transaction.")
 def cleanup(batch_size: int) -> None:
-    """Delete expired sessions, verification tokens and finished rate-limit windows."""
+    """Delete expired sessions, verification tokens, device sign-ins and remembered logout
+    tokens, and finished rate-limit windows."""
     sessions = delete_expired(batch_size=batch_size)
-    tokens = execute_counting(
-        delete(VerificationToken).where(VerificationToken.expires <= utcnow())
-    )
+    now = utcnow()
+    tokens = execute_counting(delete(VerificationToken).where(VerificationToken.expires <= now))
+    devices = execute_counting(delete(DeviceRequest).where(DeviceRequest.expires <= now))
+    logouts = execute_counting(delete(UsedLogoutToken).where(UsedLogoutToken.expires <= now))
     db.session.commit()
     counters = ratelimit.delete_finished_windows()
     click.echo(f"deleted {sessions} expired session(s)")
     click.echo(f"deleted {tokens} expired verification token(s)")
+    click.echo(f"deleted {devices} expired device sign-in(s)")
+    click.echo(f"deleted {logouts} remembered logout token(s)")
     click.echo(f"deleted {counters} finished rate-limit window(s)")
 
 
@@ -149,6 +163,57 @@ def rotate_secrets(batch_size: int) -> None:
             err=True,
         )
         raise SystemExit(1)
+
+
+@auth_cli.command("device-login")
+@click.argument("provider_id")
+@click.option("--qr", is_flag=True, help="Also draw the QR code of the approval link.")
+@click.option(
+    "--print-cookie",
+    is_flag=True,
+    help="Print the new session's cookie (a secret: for scripts that call the app).",
+)
+def device_login(provider_id: str, qr: bool, print_cookie: bool) -> None:
+    """Sign in through PROVIDER_ID with a code approved elsewhere (RFC 8628).
+
+    Prints the code and where to enter it, waits for the approval, then starts a session
+    as a browser sign-in would (same checks, account rules and sign-in hook) and prints
+    its id.
+    """
+    try:
+        client, code = request_device_code(provider_id)
+    except DeviceFlowOff:
+        raise click.ClickException(f"{provider_id} does not offer device sign-in") from None
+    except AuthError as exc:
+        raise click.ClickException(f"{provider_id} did not answer usably ({exc.code})") from None
+    click.echo(f"Go to {code.verification_uri} and enter the code {code.user_code}")
+    if code.verification_uri_complete:
+        click.echo(f"or open {code.verification_uri_complete}")
+        if qr:
+            segno.make(code.verification_uri_complete, error="m").terminal(compact=True)
+    click.echo(f"Waiting for approval (the code expires in {code.expires_in} s)...")
+    # A sign-in is a request's work (cookies, the sign-in hook, the commit): run it as one.
+    with current_app.test_request_context(
+        base_url=urls.base_url(),
+        headers={"User-Agent": "flask auth device-login"},
+        environ_base={"REMOTE_ADDR": "127.0.0.1"},
+    ):
+        try:
+            token = wait_for_approval(client, code)
+            sign_in_with_token(client, token, nonce=None, form={}, callback_url=None)
+        except DeviceCodeExpired:
+            raise click.ClickException("the code expired before it was approved") from None
+        except AuthError as exc:
+            transactions.discard()
+            raise click.ClickException(f"sign-in refused: {exc.code}") from None
+        session = g.get("auth_session")
+        if session is None:
+            raise click.ClickException("the sign-in hook sent this sign-in elsewhere")
+        cookie = cookies.pending(cookies.session_cookie_name())
+        transactions.commit()
+    click.echo(f"Signed in: session {session.id} of user {session.user.id}")
+    if print_cookie and cookie is not None:
+        click.echo(f"{cookies.session_cookie_name()}={cookie}")
 
 
 def _address(email: str) -> str:

@@ -16,6 +16,7 @@ from webapp.auth.flows import email
 from webapp.auth.providers import build_providers
 from webapp.auth.views import bp
 from webapp.settings import Settings
+from webapp.ui.qr import qr_svg
 
 
 def init_app(app: Flask, conf: Settings) -> None:
@@ -26,3 +27,4 @@ def init_app(app: Flask, conf: Settings) -> None:
     app.add_template_global(chooser.chooser_data)
     app.add_template_global(errorpage.error_view)
     app.add_template_global(email.link_lifetime, "email_link_lifetime")
+    app.add_template_global(qr_svg)

@@ -41,9 +41,12 @@ def wants_json() -> bool:
 
 
 def send_to(url: str) -> Response:
-    """Send the browser to ``url``: a 302, or ``{"url": url}`` when JSON was asked for."""
+    """Send the browser to ``url``: a 302, or ``{"url": url}`` when JSON was asked for; an
+    htmx request gets ``HX-Redirect`` (a 302 would swap the next page into a fragment)."""
     if wants_json():
         return jsonify({"url": url})
+    if request.headers.get("HX-Request") == "true":
+        return Response(status=204, headers={"HX-Redirect": url})
     return redirect(url, code=302)
 
 

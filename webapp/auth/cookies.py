@@ -66,6 +66,12 @@ def set_cookie(
     _jar()[name] = _Pending(name, value, expires, max_age, path, same_site)
 
 
+def pending(name: str) -> str | None:
+    """The value queued for ``name`` in this request (None: nothing, or its removal)."""
+    queued = _jar().get(name)
+    return queued.value if queued is not None and queued.max_age != 0 else None
+
+
 def clear_cookie(name: str, *, path: str = "/", same_site: str = "Lax") -> None:
     """Queue the removal of ``name``."""
     _jar()[name] = _Pending(name, "", datetime(1970, 1, 1), 0, path, same_site)

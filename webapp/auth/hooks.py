@@ -26,6 +26,9 @@ _signals = Namespace()
 signed_in = _signals.signal("signed-in")
 #: Sent with ``user_id`` and ``session_id`` after a session is deleted by sign-out.
 signed_out = _signals.signal("signed-out")
+#: Sent with ``provider``, ``session_ids`` and ``user_ids`` after a provider's back-channel
+#: logout deleted sessions (both lists may be empty: nothing matched).
+provider_signed_out = _signals.signal("provider-signed-out")
 #: Sent with ``user`` (the new User row) when a user is created.
 user_created = _signals.signal("user-created")
 #: Sent with ``user`` and ``account`` when an account is linked to a user.

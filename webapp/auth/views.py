@@ -6,6 +6,7 @@ import logging
 
 from flask import (
     Blueprint,
+    abort,
     current_app,
     jsonify,
     redirect,
@@ -15,19 +16,30 @@ from flask import (
 from flask_wtf.csrf import generate_csrf
 from werkzeug.wrappers import Response
 
+from webapp import transactions
 from webapp.auth import beacon, urls
 from webapp.auth.answers import callback_url_param, send_to, session_required
 from webapp.auth.bearer import bearer_identity, bearer_session_json
 from webapp.auth.errorpage import render_error_page
 from webapp.auth.errors import SIGNIN_CODES, code_for, error_page_code
+from webapp.auth.flows.backchannel import BackchannelLogoutOff, backchannel_logout
+from webapp.auth.flows.device import (
+    DeviceEnded,
+    DeviceFlowOff,
+    check_device_signin,
+    device_clients,
+    start_device_signin,
+)
 from webapp.auth.flows.provider_tokens import provider_token
-from webapp.auth.flows.signout import sign_out
+from webapp.auth.flows.signout import finish_provider_logout, sign_out, signs_out_at_provider
 from webapp.auth.hooks import current_hooks, session_read
+from webapp.auth.oauth.logout_token import InvalidLogoutToken
 from webapp.auth.providers import providers
 from webapp.auth.providers.base import Outcome, Page, Redirect
-from webapp.auth.redirects import is_safe_callback_url
+from webapp.auth.redirects import is_safe_callback_url, resolve_redirect
 from webapp.auth.sessions import AuthSession, current_session, session_json
 from webapp.extensions import csrf
+from webapp.logsafe import encode
 from webapp.ui import csp
 
 log = logging.getLogger(__name__)
@@ -134,16 +146,78 @@ def callback(provider_id: str) -> Response:
 @bp.get("/signout", provide_automatic_options=False)
 def signout_page() -> str:
     callback = callback_url_param()
+    session = current_session()
+    provider = providers().get(session.provider) if session and session.provider else None
     return render_template(
         "auth/signout.html",
-        session=current_session(),
+        session=session,
         callback_url=callback if is_safe_callback_url(callback) else None,
+        # Named on the page when signing out here also signs out there.
+        provider_logout=provider if provider and signs_out_at_provider(provider.id) else None,
     )
 
 
 @bp.post("/signout", provide_automatic_options=False)
 def signout_submit() -> Response:
     return send_to(sign_out(callback_url=callback_url_param()))
+
+
+@bp.get("/signout/callback", provide_automatic_options=False)
+def signout_callback() -> Response:
+    # The identity provider sends the browser back here after its own sign-out.
+    return redirect(finish_provider_logout(request.args.get("state")), code=302)
+
+
+@bp.post("/backchannel-logout/<provider_id>", provide_automatic_options=False)
+@csrf.exempt
+def backchannel_logout_view(provider_id: str) -> Response | tuple[Response, int]:
+    # Server to server, from the identity provider: the signed logout token is the proof.
+    try:
+        backchannel_logout(provider_id, request.form.get("logout_token"))
+    except BackchannelLogoutOff:
+        abort(404)
+    except InvalidLogoutToken as exc:
+        transactions.discard()
+        log.warning("%s: logout token refused: %s", provider_id, encode(str(exc)))
+        return jsonify({"error": "invalid_request"}), 400
+    return Response(status=200)
+
+
+@bp.get("/device", provide_automatic_options=False)
+def device_page() -> str:
+    callback = callback_url_param()
+    return render_template(
+        "auth/device.html",
+        clients=device_clients(),
+        callback_url=callback if is_safe_callback_url(callback) else None,
+    )
+
+
+@bp.post("/device/<provider_id>", provide_automatic_options=False)
+def device_start(provider_id: str) -> Response:
+    try:
+        start_device_signin(provider_id, callback_url=callback_url_param())
+    except DeviceFlowOff:
+        abort(404)
+    # See other: a reload of the code page polls; it does not ask for a new code.
+    return redirect(urls.auth_url(f"device/{provider_id}/status"), code=303)
+
+
+@bp.get("/device/<provider_id>/status", provide_automatic_options=False)
+def device_status(provider_id: str) -> Response | str:
+    try:
+        outcome = check_device_signin(provider_id)
+    except DeviceFlowOff:
+        abort(404)
+    if isinstance(outcome, str):
+        return send_to(outcome)
+    if isinstance(outcome, DeviceEnded) and not outcome.expired and current_session():
+        # Finished in another tab of this browser.
+        return send_to(resolve_redirect(None))
+    partial = request.headers.get("HX-Request") == "true"
+    template = "auth/_device_status.html" if partial else "auth/device_code.html"
+    ended = outcome if isinstance(outcome, DeviceEnded) else None
+    return render_template(template, prompt=None if ended else outcome, ended=ended)
 
 
 @bp.get("/verify-request", provide_automatic_options=False)

@@ -2,7 +2,8 @@
 
 Protocol only: where each endpoint is (configured, else discovered), the keys an ID token
 is checked against, the issuer expected in it, the code exchange, refreshing, revoking and
-introspecting tokens, and authenticated JSON fetches. Failures raise ``ProviderUnavailable``
+introspecting tokens, the device authorization grant, the end-session URL, and
+authenticated JSON fetches. Failures raise ``ProviderUnavailable``
 (``GrantRefused`` for a dead grant, ``InvalidIDToken`` for keys); the flows decide which
 error code that is.
 """
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from authlib.common.urls import add_params_to_uri
 
 from webapp.auth import urls
 from webapp.auth.oauth import client_auth
@@ -113,6 +116,40 @@ class OAuthClient:
             refresh_token=refresh_token,
             conf=self.conf,
         )
+
+    def poll_device_code(self, device_code: str) -> dict[str, Any]:
+        """Ask once for a device authorization's tokens (see client_auth.poll_device_code)."""
+        return client_auth.poll_device_code(
+            token_endpoint=self._required("token_endpoint"),
+            client=self.config.client,
+            device_code=device_code,
+            conf=self.conf,
+        )
+
+    def request_device_authorization(self) -> dict[str, Any]:
+        """Start a device authorization (RFC 8628 §3.1); return the provider's JSON."""
+        endpoint = self._required("device_authorization_endpoint")
+        if not url_allowed(endpoint, allow_insecure=self.config.allow_insecure):
+            raise ProviderUnavailable(f"refusing insecure URL {endpoint}")
+        return client_auth.request_device_authorization(
+            endpoint=endpoint, client=self.config.client, scope=self.config.scope, conf=self.conf
+        )
+
+    def end_session_url(self, *, id_token_hint: str | None, state: str) -> str | None:
+        """Return where to send the browser to sign out at the provider (RP-Initiated
+        Logout 1.0), coming back to ``signout/callback``; None if the provider has no
+        usable end_session_endpoint. Raises ProviderUnavailable if discovery fails."""
+        endpoint = self.endpoint("end_session_endpoint")
+        if endpoint is None or not url_allowed(endpoint, allow_insecure=self.config.allow_insecure):
+            return None
+        params = {
+            "client_id": self.config.client.client_id,
+            "post_logout_redirect_uri": urls.auth_url("signout/callback"),
+            "state": state,
+        }
+        if id_token_hint is not None:
+            params["id_token_hint"] = id_token_hint
+        return str(add_params_to_uri(endpoint, list(params.items())))
 
     def can_revoke(self) -> bool:
         """Whether the provider has a revocation endpoint (configured or discovered)."""

@@ -1,5 +1,6 @@
 """Client authentication at the provider's endpoints, and the calls that need it: the
-authorization code and refresh token grants, revocation and introspection.
+authorization code, refresh token and device code grants, the device authorization
+request, revocation and introspection.
 
 Authlib's requests client makes the calls and implements ``client_secret_basic``,
 ``client_secret_post`` and ``none``. The two JWT methods are plugged into it here rather
@@ -128,6 +129,18 @@ class GrantRefused(Exception):
     a rotated refresh token reused), not the provider."""
 
 
+class TokenEndpointError(ProviderUnavailable):
+    """The token endpoint answered an OAuth error other than ``invalid_grant``."""
+
+    def __init__(self, error: str, description: str | None) -> None:
+        super().__init__(f"token endpoint: {error} {description or ''}".rstrip())
+        self.error = error
+
+
+#: The grant type of RFC 8628 §3.4.
+DEVICE_CODE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
+
+
 def _session(client: ClientCredentials, conf: Settings) -> OAuth2Session:
     """An Authlib session that authenticates as ``client`` at every endpoint it posts to."""
     secret = client.current_secret()
@@ -168,7 +181,7 @@ def _token_grant(
     except OAuthError as exc:
         if exc.error == "invalid_grant":
             raise GrantRefused(exc.description or "invalid_grant") from exc
-        raise ProviderUnavailable(f"token endpoint: {exc.error} {exc.description or ''}") from exc
+        raise TokenEndpointError(str(exc.error), exc.description) from exc
     except (requests.RequestException, ValueError, KeyError) as exc:
         raise ProviderUnavailable(f"token endpoint: {type(exc).__name__}: {exc}") from exc
     if not isinstance(token.get("access_token"), str):
@@ -202,6 +215,43 @@ def refresh(
     return _token_grant(
         token_endpoint, client, conf, grant_type="refresh_token", refresh_token=refresh_token
     )
+
+
+def poll_device_code(
+    *, token_endpoint: str, client: ClientCredentials, device_code: str, conf: Settings
+) -> dict[str, Any]:
+    """Ask once for the tokens of a device authorization (RFC 8628 §3.4). Raises
+    TokenEndpointError (``authorization_pending``, ``slow_down``, ``access_denied``,
+    ``expired_token``), GrantRefused or ProviderUnavailable."""
+    return _token_grant(
+        token_endpoint, client, conf, grant_type=DEVICE_CODE_GRANT, device_code=device_code
+    )
+
+
+def request_device_authorization(
+    *, endpoint: str, client: ClientCredentials, scope: str, conf: Settings
+) -> dict[str, Any]:
+    """POST the device authorization request (RFC 8628 §3.1) as our client; return the
+    provider's JSON. Raises ProviderUnavailable for anything but a 200 JSON object."""
+    try:
+        with _session(client, conf) as session:
+            response = session.post(
+                endpoint,
+                data={"scope": scope} if scope else {},
+                auth=session.client_auth(client.method),
+                headers={"Accept": "application/json"},
+                allow_redirects=False,
+            )
+    except requests.RequestException as exc:
+        raise ProviderUnavailable(f"device authorization: {type(exc).__name__}") from exc
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if response.status_code != 200 or not isinstance(body, dict):
+        error = body.get("error") if isinstance(body, dict) else None
+        raise ProviderUnavailable(f"device authorization: HTTP {response.status_code} {error}")
+    return body
 
 
 def post_token(

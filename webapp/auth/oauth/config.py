@@ -34,6 +34,11 @@ _FIELDS = frozenset(
         "revocation_endpoint",
         "introspection_endpoint",
         "revoke_on_signout",
+        "end_session_endpoint",
+        "logout",
+        "backchannel_logout",
+        "device_authorization_endpoint",
+        "device_flow",
         "accept_bearer_tokens",
         "bearer_tokens",
         "bearer_token_audiences",
@@ -57,6 +62,9 @@ _CHECKS = frozenset({"state", "pkce", "nonce"})
 #: How a bearer token of this provider is checked: at its introspection endpoint (RFC 7662)
 #: or locally, as a signed JWT access token (RFC 9068) against its JWKS.
 BEARER_MODES = ("introspection", "jwt")
+#: What signing out here does at the provider: nothing (None), or OpenID Connect
+#: RP-Initiated Logout 1.0 (the browser goes to its end_session_endpoint).
+LOGOUT_MODES = ("rp-initiated",)
 #: Apple's client secrets may live 6 months; ours are made per exchange and live 5 minutes.
 _APPLE_SECRET_LIFETIME = 300
 
@@ -79,6 +87,15 @@ class OAuthConfig:
     introspection_endpoint: str | None = None
     #: Revoke the account's tokens at the provider when a session it made signs out.
     revoke_on_signout: bool = False
+    end_session_endpoint: str | None = None
+    #: ``"rp-initiated"``: signing out of a session this provider made also signs the
+    #: person out there (its end_session_endpoint). None: only here.
+    logout: str | None = None
+    #: Accept OpenID Connect Back-Channel Logout tokens at ``backchannel-logout/<id>``.
+    backchannel_logout: bool = False
+    device_authorization_endpoint: str | None = None
+    #: Offer sign-in with the device authorization grant (RFC 8628) at ``device``.
+    device_flow: bool = False
     #: How ``Authorization: Bearer`` tokens from this provider are checked (None: refused).
     bearer_tokens: str | None = None
     #: What a bearer token's ``aud`` (or introspected ``client_id``) must name; default
@@ -200,8 +217,29 @@ def parse_config(entry: Mapping[str, Any]) -> OAuthConfig:
     if response_mode not in (None, "query", "form_post"):
         raise ConfigError(f"{where}: response_mode must be query or form_post")
     linking = flag("allow_dangerous_email_account_linking")
-    for name in ("revocation_endpoint", "introspection_endpoint"):
+    for name in (
+        "revocation_endpoint",
+        "introspection_endpoint",
+        "end_session_endpoint",
+        "device_authorization_endpoint",
+    ):
         endpoints[name] = url(name, required=False)
+    logout = text("logout")
+    if logout is not None and logout not in LOGOUT_MODES:
+        raise ConfigError(f"{where}: logout must be rp-initiated (or left out)")
+    backchannel_logout = flag("backchannel_logout")
+    device_flow = flag("device_flow")
+    if kind == "oauth":
+        # Only an OpenID Connect provider's discovery can name these endpoints; and only
+        # its ID tokens carry what back-channel logout needs (sub, sid, keys to check).
+        if backchannel_logout:
+            raise ConfigError(f"{where}: backchannel_logout needs type oidc")
+        for enabled, needed in (
+            (logout is not None, "end_session_endpoint"),
+            (device_flow, "device_authorization_endpoint"),
+        ):
+            if enabled and not endpoints[needed]:
+                raise ConfigError(f"{where}: {needed} is required for type oauth")
     client = _client(entry, preset, where, text)
     bearer_tokens = _bearer_mode(flag("accept_bearer_tokens"), text("bearer_tokens"), kind, where)
     if (
@@ -235,6 +273,9 @@ def parse_config(entry: Mapping[str, Any]) -> OAuthConfig:
         profile=profile,
         allow_email_linking=linking,
         revoke_on_signout=flag("revoke_on_signout"),
+        logout=logout,
+        backchannel_logout=backchannel_logout,
+        device_flow=device_flow,
         bearer_tokens=bearer_tokens,
         bearer_token_audiences=tuple(audiences),
         allow_insecure=allow_insecure,
