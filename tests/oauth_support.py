@@ -1,8 +1,11 @@
 """Identity providers for the OAuth tests: the real oidc-provider (Node) and a Python fake.
 
 ``NodeOP`` runs ``tests/op/server.mjs`` (the npm package oidc-provider) on a free loopback
-port. ``FakeIdP`` is a tiny provider in a thread whose keys, ID token claims, userinfo and
-extra API routes each test chooses, for the failures a real provider will not produce.
+port, signing with a key the tests hold (``NodeOP.sign``), with RP-initiated logout,
+back-channel logout and the device authorization grant (RFC 8628) enabled; see its
+docstring for the test-only helpers. ``FakeIdP`` is a tiny provider in a thread whose
+keys, ID token claims, userinfo and extra API routes each test chooses, for the failures a
+real provider will not produce.
 ``Browser`` drives a sign-in through the app (Flask test client) and the provider (real
 HTTP), following redirects by hand.
 """
@@ -12,6 +15,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 import secrets
 import subprocess
 import threading
@@ -19,6 +23,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from html.parser import HTMLParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -60,16 +65,53 @@ CLI_REDIRECT_URI = f"{APP_ORIGIN}/cli-callback"
 #: The provider's one resource server (RFC 8707); its access tokens are JWTs (RFC 9068).
 API_RESOURCE = f"{APP_ORIGIN}/api"
 API_SCOPE = "api:read"
+#: The app's post_logout_redirect_uri, registered for the app's clients (CLIENT_METHODS).
+POST_LOGOUT_REDIRECT_URI = f"{APP_ORIGIN}/auth/signout/callback"
+#: The kid of the provider's signing key (RS256), which ``NodeOP.sign`` uses.
+OP_KID = "op-rsa-1"
+DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
+#: Device flow clients (grant types device_code and refresh_token, no response types):
+#: client id -> token endpoint auth method. op-device-short's device codes live
+#: DEVICE_SHORT_TTL seconds (the others' 600).
+DEVICE_CLIENT_METHODS = {
+    "op-device": "client_secret_basic",
+    "op-device-public": "none",
+    "op-device-short": "client_secret_basic",
+}
+DEVICE_SHORT_TTL = 2
+#: The polling interval the provider advertises for device codes, in seconds (RFC 8628
+#: §3.2); polling a pending code sooner than that after the previous poll answers slow_down
+#: and adds DEVICE_SLOW_DOWN_INCREMENT seconds to that code's interval.
+DEVICE_INTERVAL = 1
+DEVICE_SLOW_DOWN_INCREMENT = 5
 
 
 class NodeOP:
     """oidc-provider on loopback, with one client per token endpoint auth method (the app's
-    providers, ``CLIENT_METHODS``) and ``op-cli``, another application's client."""
+    providers, ``CLIENT_METHODS``), ``op-cli``, another application's client, and the device
+    flow clients (``DEVICE_CLIENT_METHODS``).
+
+    Its signing key is ``op_key`` (RSA, kid ``OP_KID``): ID tokens, logout tokens and JWT
+    access tokens are signed with it, and ``sign`` signs anything else with it.
+
+    Logout: ``end_session`` drives the provider's RP-initiated logout pages from a URL the
+    app built; ``end_op_session`` ends a browser's provider session, which notifies every
+    client of that session that has a ``backchannel_logout_uri`` (clients added with
+    ``add_client``); ``backchannel_deliveries`` / ``wait_backchannel`` tell what was sent.
+
+    Device flow: ``device_authorization`` and ``device_token`` talk to the provider as a
+    device would; ``approve_device`` approves or denies a user_code through the provider's
+    verification pages; ``expire_device_code`` ends a code's life at once; ``device_polls``
+    lists the token endpoint polls. The provider advertises ``interval`` DEVICE_INTERVAL and
+    answers slow_down to a pending code polled sooner than its interval after the previous
+    poll (see tests/op/server.mjs).
+    """
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
         self.port = free_port()
         self.issuer = f"http://127.0.0.1:{self.port}"
+        self.op_key = RSAKey.generate_key(2048, parameters={"kid": OP_KID, "use": "sig"})
         self.rsa_key = RSAKey.generate_key(2048, parameters={"kid": "rp-rsa"})
         self.ec_key = ECKey.generate_key("P-256", parameters={"kid": "rp-ec"})
         # The RSA key as PEM, the EC key as a JWK file: both formats get exercised.
@@ -77,6 +119,8 @@ class NodeOP:
         (workdir / "rp-ec.jwk").write_text(json.dumps(self.ec_key.as_dict(private=True)))
         self.process: subprocess.Popen[str] | None = None
         self._discovery: dict[str, Any] | None = None
+        #: Clients added at run time (``add_client``): client id -> auth method.
+        self.added_clients: dict[str, str] = {}
 
     def client_metadata(self, client_id: str, method: str) -> dict[str, Any]:
         meta: dict[str, Any] = {
@@ -90,6 +134,8 @@ class NodeOP:
             "response_types": ["code"],
             "token_endpoint_auth_method": method,
         }
+        if client_id != CLI_CLIENT_ID:
+            meta["post_logout_redirect_uris"] = [POST_LOGOUT_REDIRECT_URI]
         if method in ("client_secret_basic", "client_secret_post", "client_secret_jwt"):
             meta["client_secret"] = SECRET
         if client_id == "op-rsa":
@@ -99,9 +145,31 @@ class NodeOP:
             meta["token_endpoint_auth_signing_alg"] = "ES256"
         return meta
 
-    def provider_config(self, client_id: str, **extra: Any) -> dict[str, Any]:
-        """The app's [[providers]] table for one of this provider's clients."""
-        method = CLIENT_METHODS[client_id]
+    @staticmethod
+    def device_client_metadata(client_id: str, method: str) -> dict[str, Any]:
+        """A device flow client: no redirect URIs, no response types (oidc-provider demands
+        redirect_uris as soon as a client has a response type, and defaults to "code")."""
+        meta: dict[str, Any] = {
+            "client_id": client_id,
+            "grant_types": [DEVICE_GRANT, "refresh_token"],
+            "response_types": [],
+            "token_endpoint_auth_method": method,
+        }
+        if method != "none":
+            meta["client_secret"] = SECRET
+        return meta
+
+    def _method(self, client_id: str) -> str:
+        methods = {**CLIENT_METHODS, **DEVICE_CLIENT_METHODS, **self.added_clients}
+        return methods[client_id]
+
+    def provider_config(
+        self, client_id: str, *, method: str | None = None, **extra: Any
+    ) -> dict[str, Any]:
+        """The app's [[providers]] table for one of this provider's clients (those of
+        ``CLIENT_METHODS``, ``DEVICE_CLIENT_METHODS`` or added by ``add_client``; give the
+        ``method`` of one not added yet, e.g. before its app's port is known)."""
+        method = method or self._method(client_id)
         entry: dict[str, Any] = {
             "id": client_id,
             "type": "oidc",
@@ -121,11 +189,19 @@ class NodeOP:
 
     def start(self) -> None:
         methods = {**CLIENT_METHODS, CLI_CLIENT_ID: "client_secret_basic"}
+        clients = [self.client_metadata(c, m) for c, m in methods.items()]
+        clients += [self.device_client_metadata(c, m) for c, m in DEVICE_CLIENT_METHODS.items()]
         config = {
             "port": self.port,
-            "clients": [self.client_metadata(c, m) for c, m in methods.items()],
+            "clients": clients,
             "accounts": ACCOUNTS,
             "api": {"resource": API_RESOURCE, "scope": API_SCOPE},
+            "jwks": {"keys": [self.op_key.as_dict(private=True)]},
+            "device": {
+                "interval": DEVICE_INTERVAL,
+                "slowDownIncrement": DEVICE_SLOW_DOWN_INCREMENT,
+            },
+            "clientSettings": {"op-device-short": {"deviceCodeTtl": DEVICE_SHORT_TTL}},
         }
         path = self.workdir / "op-config.json"
         path.write_text(json.dumps(config))
@@ -161,9 +237,315 @@ class NodeOP:
         return self._discovery
 
     def grant_count(self, client_id: str, grant_type: str) -> int:
-        """How many token endpoint grants of this type the client has obtained so far."""
+        """How many token endpoint grants of this type the client has obtained so far
+        (``grant_type`` as sent: e.g. "refresh_token", or DEVICE_GRANT)."""
         counts = requests.get(self.issuer + "/__test/grants", timeout=10).json()
         return int(counts.get(f"{client_id} {grant_type}", 0))
+
+    # -- JWTs signed with the provider's own key ----------------------------------------
+
+    def sign(
+        self, claims: Mapping[str, Any], header: Mapping[str, Any] | None = None, key: Any = None
+    ) -> str:
+        """A JWT with ``claims``, signed with the provider's key (RS256, kid OP_KID) unless
+        ``key`` is given. ``header`` entries override the default header; a None value drops
+        the entry (``{"kid": None}``), ``{"typ": "logout+jwt"}`` adds one, ``{"alg": ...}``
+        changes the algorithm (give a ``key`` that fits it)."""
+        merged = {"alg": "RS256", "kid": OP_KID, **(header or {})}
+        merged = {k: v for k, v in merged.items() if v is not None}
+        return jwt.encode(merged, dict(claims), key or self.op_key, algorithms=[merged["alg"]])
+
+    def logout_token(
+        self,
+        client_id: str,
+        sub: str | None = "alice",
+        sid: str | None = None,
+        *,
+        header: Mapping[str, Any] | None = None,
+        **claims: Any,
+    ) -> str:
+        """A logout token shaped as oidc-provider makes them (header typ "logout+jwt"; iss,
+        aud, iat, exp = iat + 120, jti, events, sub, sid when given), signed by ``sign``.
+        ``claims`` override or, with None, drop claims; ``header`` as for ``sign``."""
+        now = int(time.time())
+        payload: dict[str, Any] = {
+            "iss": self.issuer,
+            "aud": client_id,
+            "iat": now,
+            "exp": now + 120,
+            "jti": secrets.token_urlsafe(16),
+            "events": {"http://schemas.openid.net/event/backchannel-logout": {}},
+            "sub": sub,
+            "sid": sid,
+        }
+        payload.update(claims)
+        payload = {k: v for k, v in payload.items() if v is not None}
+        return self.sign(payload, {"typ": "logout+jwt", **(header or {})})
+
+    # -- clients added at run time --------------------------------------------------------
+
+    def add_client(
+        self,
+        client_id: str,
+        method: str = "client_secret_basic",
+        *,
+        auth_url: str = APP_ORIGIN + "/auth",
+        backchannel_logout: bool | str = True,
+        session_required: bool = True,
+        device_interval: int | None = DEVICE_INTERVAL,
+        device_code_ttl: int | None = None,
+        **metadata: Any,
+    ) -> dict[str, Any]:
+        """Register (or replace) a client of the running provider; return its metadata.
+
+        By default it is an app client like op-basic, for the app at ``auth_url`` (its
+        AUTH_URL): redirect_uris ``{auth_url}/callback/<id>``, post_logout_redirect_uris
+        ``{auth_url}/signout/callback``, and backchannel_logout_uri
+        ``{auth_url}/backchannel-logout/<id>`` (``backchannel_logout`` True; a string is the
+        URI itself; False registers none) with backchannel_logout_session_required
+        ``session_required``. ``metadata`` adds or overrides client metadata (None drops an
+        entry: e.g. ``grant_types=[DEVICE_GRANT, "refresh_token"], response_types=[],
+        redirect_uris=None`` for a device client). ``device_interval`` is the interval
+        advertised for its device codes (None: none), ``device_code_ttl`` their lifetime.
+        The id must be new to the provider's configuration; ``provider_config`` knows it.
+        Calling it again with the same id replaces the client (e.g. once a gunicorn's port,
+        hence its AUTH_URL, is known: ``add_client(cid, auth_url=server.url + "/auth")``).
+        """
+        meta: dict[str, Any] = {
+            "client_id": client_id,
+            "redirect_uris": [f"{auth_url}/callback/{client_id}"],
+            "post_logout_redirect_uris": [f"{auth_url}/signout/callback"],
+            "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"],
+            "token_endpoint_auth_method": method,
+        }
+        if method in ("client_secret_basic", "client_secret_post", "client_secret_jwt"):
+            meta["client_secret"] = SECRET
+        if backchannel_logout:
+            meta["backchannel_logout_uri"] = (
+                backchannel_logout
+                if isinstance(backchannel_logout, str)
+                else f"{auth_url}/backchannel-logout/{client_id}"
+            )
+            meta["backchannel_logout_session_required"] = session_required
+        meta.update(metadata)
+        meta = {k: v for k, v in meta.items() if v is not None}
+        settings: dict[str, Any] = {"interval": device_interval}
+        if device_code_ttl is not None:
+            settings["deviceCodeTtl"] = device_code_ttl
+        response = requests.post(
+            self.issuer + "/__test/clients",
+            json={"metadata": meta, "settings": settings},
+            timeout=10,
+        )
+        assert response.status_code == 201, response.text
+        self.added_clients[client_id] = method
+        return meta
+
+    # -- RP-initiated and back-channel logout ---------------------------------------------
+
+    def end_session(self, session: requests.Session, url: str, *, confirm: bool = True) -> str:
+        """Take the browser whose provider cookies are in ``session`` through the provider's
+        end_session endpoint at ``url`` (as the app built it); return where the provider
+        finally sends it: the post_logout_redirect_uri (with state), or the provider's own
+        success page (``{issuer}/session/end/success``, with ``?client_id=`` when the
+        provider kept its session).
+
+        The confirmation page is answered "yes" (logout=yes: the whole provider session
+        ends; back-channel logout to every client of it), or with ``confirm=False`` "no":
+        the provider keeps its session but still ends the requesting client's part of it
+        (revokes that client's grant; back-channel logout to that client only). A browser
+        without a provider session gets no confirmation page (an auto-submitted logout=yes
+        form instead). An error page fails the test."""
+        for _ in range(10):
+            if not url.startswith(self.issuer + "/"):
+                return url
+            response = session.get(url, allow_redirects=False, timeout=10)
+            if response.status_code in (302, 303):
+                url = urljoin(url, response.headers["Location"])
+                continue
+            if response.status_code != 200:
+                raise AssertionError(f"provider answered {response.status_code}: {response.text}")
+            forms = parse_forms(response.text)
+            if not forms:  # the success page
+                return url
+            form = forms[0]
+            fields = dict(form.fields)
+            if form.id == "op.logoutForm" and confirm:
+                fields["logout"] = "yes"
+            url = urljoin(url, form.action)
+            response = session.post(url, data=fields, allow_redirects=False, timeout=10)
+            if response.status_code not in (302, 303):
+                raise AssertionError(f"provider answered {response.status_code}: {response.text}")
+            url = urljoin(url, response.headers["Location"])
+        raise AssertionError("too many steps at the provider's end_session endpoint")
+
+    def end_op_session(self, session: requests.Session) -> None:
+        """End the provider session of the browser whose cookies are in ``session``, with no
+        client involved (end_session without id_token_hint, confirmed): every client of that
+        session with a backchannel_logout_uri gets a logout token before this returns."""
+        url = self.end_session(session, self.discovery()["end_session_endpoint"])
+        assert url.startswith(self.issuer + "/session/end/success"), url
+
+    def backchannel_deliveries(self, client_id: str | None = None) -> list[dict[str, Any]]:
+        """The back-channel logout requests the provider has made so far, oldest first (of
+        ``client_id`` only, if given): dicts with client_id, url, sub, sid, logout_token,
+        status (the RP's HTTP status, or None when the request failed), error (None, or
+        why it failed: a network error, or a status other than 200 and 204), ok (True or
+        False once the provider settled it, None before)."""
+        found = requests.get(self.issuer + "/__test/backchannel", timeout=10).json()
+        return [d for d in found if client_id is None or d["client_id"] == client_id]
+
+    def wait_backchannel(
+        self, client_id: str, count: int = 1, timeout: float = 5.0
+    ) -> list[dict[str, Any]]:
+        """Wait until ``client_id`` has ``count`` settled back-channel deliveries; return them
+        all. (The provider makes them before it answers the logout confirmation, so they are
+        normally there by the time ``end_session`` returns.)"""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = self.backchannel_deliveries(client_id)
+            if sum(d["ok"] is not None for d in found) >= count:
+                return found
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{len(found)} back-channel deliveries to {client_id}")
+            time.sleep(0.05)
+
+    # -- device authorization grant (RFC 8628) -------------------------------------------
+
+    def _client_auth(self, client_id: str, data: dict[str, str]) -> Any:
+        if self._method(client_id) == "none":
+            data["client_id"] = client_id
+            return None
+        return (client_id, SECRET)
+
+    def device_authorization(
+        self, client_id: str = "op-device", scope: str = "openid email profile", **params: str
+    ) -> dict[str, Any]:
+        """Start a device flow as ``client_id`` (client_secret_basic, or client_id in the form
+        for public clients); return the provider's JSON (device_code, user_code,
+        verification_uri, verification_uri_complete, expires_in, interval)."""
+        data = {"scope": scope, **params}
+        auth = self._client_auth(client_id, data)
+        response = requests.post(
+            self.discovery()["device_authorization_endpoint"], data=data, auth=auth, timeout=10
+        )
+        assert response.status_code == 200, response.text
+        return dict(response.json())
+
+    def device_token(self, device_code: str, client_id: str = "op-device") -> requests.Response:
+        """Poll the token endpoint once for ``device_code``; return the raw response."""
+        data = {"grant_type": DEVICE_GRANT, "device_code": device_code}
+        auth = self._client_auth(client_id, data)
+        return requests.post(self.discovery()["token_endpoint"], data=data, auth=auth, timeout=10)
+
+    def approve_device(
+        self,
+        user_code: str,
+        account: str = "alice",
+        *,
+        approve: bool = True,
+        session: requests.Session | None = None,
+    ) -> None:
+        """Approve (or, ``approve=False``, deny with the confirmation page's abort button)
+        ``user_code`` in a browser (``session``, or a fresh one) as ``account``, through the
+        provider's verification pages: GET /device?op_account=<account> (which sets the
+        test-only op_account cookie that picks the account to log in), submit the code,
+        confirm, and follow the interaction to the success page. ``account="deny"`` makes
+        the login interaction answer access_denied instead. A browser that already has a
+        provider session is not asked to log in again: that session's account approves."""
+        browser = session if session is not None else requests.Session()
+        url = f"{self.issuer}/device?" + urlencode({"op_account": account})
+        response = browser.get(url, timeout=10)
+        [form] = parse_forms(response.text)
+        assert form.id == "op.deviceInputForm", response.text
+        fields = {**form.fields, "user_code": user_code}
+        response = browser.post(urljoin(response.url, form.action), data=fields, timeout=10)
+        forms = parse_forms(response.text)
+        if not forms or forms[0].id != "op.deviceConfirmForm":  # e.g. NotFoundError
+            raise AssertionError(f"user_code {user_code}: {_page_error(response)}")
+        fields = dict(forms[0].fields)
+        if not approve:
+            fields["abort"] = "yes"
+        response = browser.post(urljoin(response.url, forms[0].action), data=fields, timeout=10)
+        if approve and account != "deny":
+            if 'id="op.deviceSuccess"' not in response.text:
+                raise AssertionError(f"user_code {user_code}: {_page_error(response)}")
+        elif "AbortedError" not in (error := _page_error(response)):
+            raise AssertionError(f"user_code {user_code}: {error}")
+
+    def expire_device_code(self, user_code: str) -> None:
+        """Make the device code of ``user_code`` expire now: its polls then answer
+        expired_token (for the 15 seconds, the provider's clock tolerance, that it keeps an
+        expired code; invalid_grant after that) and its verification page ExpiredError."""
+        response = requests.post(
+            self.issuer + "/__test/device/expire", json={"user_code": user_code}, timeout=10
+        )
+        assert response.status_code == 200, response.text
+
+    def device_polls(self, client_id: str | None = None) -> list[dict[str, Any]]:
+        """The device_code token requests so far, oldest first (of ``client_id`` only, if
+        given): dicts with client_id, at (epoch seconds, float) and answer ("tokens", or
+        the error code: authorization_pending, slow_down, access_denied, expired_token…)."""
+        found = requests.get(self.issuer + "/__test/device", timeout=10).json()
+        return [p for p in found if client_id is None or p["client_id"] == client_id]
+
+    def code_tokens(
+        self,
+        session: requests.Session,
+        client_id: str = "op-basic",
+        account: str = "alice",
+        *,
+        auth_url: str = APP_ORIGIN + "/auth",
+        scope: str = "openid email profile",
+        **params: str,
+    ) -> dict[str, Any]:
+        """Sign ``account`` in to ``client_id`` (client_secret_basic, client_secret_post or
+        none) with the authorization code flow and PKCE, without the app: the browser is
+        ``session`` (which keeps the provider session), the redirect URI
+        ``{auth_url}/callback/<client_id>``; ``params`` add to the authorization request
+        (nonce, prompt…). Return the token endpoint's JSON."""
+        verifier = secrets.token_urlsafe(32)
+        challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest())
+        redirect_uri = f"{auth_url}/callback/{client_id}"
+        state = secrets.token_urlsafe(16)
+        query = {
+            "client_id": client_id,
+            "response_type": "code",
+            "redirect_uri": redirect_uri,
+            "scope": scope,
+            "state": state,
+            "code_challenge": challenge.rstrip(b"=").decode(),
+            "code_challenge_method": "S256",
+            "login_hint": account,
+            **params,
+        }
+        url = self.discovery()["authorization_endpoint"] + "?" + urlencode(query)
+        origin = "{0.scheme}://{0.netloc}".format(urlsplit(auth_url))
+        answer = query_of(follow_to_app(session, url, origin))
+        assert answer.get("state") == state and "code" in answer, answer
+        form = {
+            "grant_type": "authorization_code",
+            "code": answer["code"],
+            "redirect_uri": redirect_uri,
+            "code_verifier": verifier,
+        }
+        method = self._method(client_id)
+        auth = None
+        if method == "client_secret_basic":
+            auth = (client_id, SECRET)
+        elif method == "client_secret_post":
+            form.update(client_id=client_id, client_secret=SECRET)
+        else:
+            assert method == "none", f"code_tokens cannot authenticate {client_id} ({method})"
+            form["client_id"] = client_id
+        response = requests.post(
+            self.discovery()["token_endpoint"], data=form, auth=auth, timeout=10
+        )
+        assert response.status_code == 200, response.text
+        return dict(response.json())
+
+    # -- other applications' view of the provider ------------------------------------------
 
     def introspect(self, token: str, client_id: str = "op-basic") -> dict[str, Any]:
         """The provider's RFC 7662 answer about ``token``, asked by ``client_id`` (which
@@ -441,16 +823,59 @@ class Browser:
         return self.client.get(self.authorize(start.headers["Location"]))
 
 
-def follow_to_app(session: requests.Session, url: str) -> str:
-    """Follow a provider's redirects until it sends the browser to the app's origin."""
+def follow_to_app(session: requests.Session, url: str, origin: str = APP_ORIGIN) -> str:
+    """Follow a provider's redirects until it sends the browser to the app's ``origin``
+    (e.g. a gunicorn's ``http://127.0.0.1:<port>``)."""
     for _ in range(10):
-        if url.startswith(APP_ORIGIN + "/"):
+        if url.startswith(origin + "/"):
             return url
         response = session.get(url, allow_redirects=False, timeout=10)
         if response.status_code not in (302, 303):
             raise AssertionError(f"provider answered {response.status_code}: {response.text}")
         url = urljoin(url, response.headers["Location"])
     raise AssertionError("too many redirects at the provider")
+
+
+class Form:
+    """One HTML form: its id, method, action and the values of its input fields."""
+
+    def __init__(self, attrs: Mapping[str, str | None]) -> None:
+        self.id = attrs.get("id") or ""
+        self.method = (attrs.get("method") or "get").lower()
+        self.action = attrs.get("action") or ""
+        self.fields: dict[str, str] = {}
+
+
+class _FormParser(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.forms: list[Form] = []
+        self._open: Form | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if tag == "form":
+            self._open = Form(found)
+            self.forms.append(self._open)
+        elif tag == "input" and self._open is not None and found.get("name"):
+            self._open.fields[str(found["name"])] = found.get("value") or ""
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "form":
+            self._open = None
+
+
+def _page_error(response: requests.Response) -> str:
+    """The error a test OP page shows (its op.error paragraph), or the whole answer."""
+    found = re.search(r'<p id="op\.error">(.*?)</p>', response.text, re.S)
+    return found.group(1) if found else f"{response.status_code} {response.text}"
+
+
+def parse_forms(html: str) -> list[Form]:
+    """The forms of an HTML page (buttons are left out: add their name=value yourself)."""
+    parser = _FormParser()
+    parser.feed(html)
+    return parser.forms
 
 
 def _toml_value(value: Any) -> str:
