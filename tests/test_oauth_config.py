@@ -145,3 +145,79 @@ def test_a_provider_that_is_down_does_not_stop_start_up(
 ) -> None:
     app = make_oauth_app([{**BASE, "issuer": "http://127.0.0.1:9/nothing-here"}])
     assert app.test_client().get("/auth/providers").json["corp"]["type"] == "oidc"
+
+
+#: A plain OAuth 2 provider: no discovery, so it must name what it uses.
+PLAIN_OAUTH = {
+    "type": "oauth",
+    "issuer": None,
+    "authorization_endpoint": "https://sso.example.com/authorize",
+    "token_endpoint": "https://sso.example.com/token",
+    "userinfo_endpoint": "https://sso.example.com/userinfo",
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"logout": "front-channel"}, "provider 'corp': logout must be rp-initiated"),
+        ({"logout": True}, "provider 'corp': logout must be a non-empty string"),
+        ({"backchannel_logout": "yes"}, "provider 'corp': backchannel_logout must be true or false"),
+        ({"device_flow": 1}, "provider 'corp': device_flow must be true or false"),
+        (
+            {"end_session_endpoint": "http://sso.example.com/logout"},
+            "provider 'corp': end_session_endpoint must be an https:// URL",
+        ),
+        (
+            {"device_authorization_endpoint": "ftp://sso.example.com/device"},
+            "provider 'corp': device_authorization_endpoint must be an https:// URL",
+        ),
+        (
+            {**PLAIN_OAUTH, "backchannel_logout": True},
+            "provider 'corp': backchannel_logout needs type oidc",
+        ),
+        (
+            {**PLAIN_OAUTH, "logout": "rp-initiated"},
+            "provider 'corp': end_session_endpoint is required for type oauth",
+        ),
+        (
+            {**PLAIN_OAUTH, "device_flow": True},
+            "provider 'corp': device_authorization_endpoint is required for type oauth",
+        ),
+    ],
+)
+def test_provider_logout_and_device_flow_keys_are_checked(
+    make_oauth_app: Callable[..., Flask], change: dict[str, Any], message: str
+) -> None:
+    entry = {k: v for k, v in {**BASE, **change}.items() if v is not None}
+    with pytest.raises(ConfigError, match="^" + message.replace("(", r"\(")):
+        make_oauth_app([entry])
+
+
+def test_provider_logout_and_device_flow_keys_are_read(
+    make_oauth_app: Callable[..., Flask],
+) -> None:
+    app = make_oauth_app(
+        [
+            {**BASE, "logout": "rp-initiated", "backchannel_logout": True, "device_flow": True},
+            {
+                **{k: v for k, v in BASE.items() if k != "issuer"},
+                **{k: v for k, v in PLAIN_OAUTH.items() if v is not None},
+                "id": "plain",
+                "logout": "rp-initiated",
+                "end_session_endpoint": "https://sso.example.com/logout",
+                "device_flow": True,
+                "device_authorization_endpoint": "https://sso.example.com/device",
+            },
+            {**BASE, "id": "quiet"},
+        ]
+    )
+    with app.app_context():
+        corp, plain, quiet = (providers()[p].config for p in ("corp", "plain", "quiet"))
+    assert (corp.logout, corp.backchannel_logout, corp.device_flow) == ("rp-initiated", True, True)
+    # Discovered at use for an OpenID Connect provider; named for a plain OAuth one.
+    assert corp.end_session_endpoint is None and corp.device_authorization_endpoint is None
+    assert plain.end_session_endpoint == "https://sso.example.com/logout"
+    assert plain.device_authorization_endpoint == "https://sso.example.com/device"
+    # All off unless asked for.
+    assert (quiet.logout, quiet.backchannel_logout, quiet.device_flow) == (None, False, False)

@@ -265,7 +265,7 @@ def parse_config(entry: Mapping[str, Any]) -> OAuthConfig:
         name=text("name", preset.name if preset else entry["id"]) or entry["id"],
         type=kind,
         client=client,
-        scope=text("scope", "openid email profile" if kind == "oidc" else "") or "",
+        scope=text("scope", "openid email profile" if kind == "oidc" else None) or "",
         checks=checks,
         issuer=issuer,
         authorization_params={k: str(v) for k, v in params.items()},
