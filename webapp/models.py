@@ -219,6 +219,8 @@ class Session(db.Model):
     )
     id_token: Mapped[str | None] = mapped_column(
         SealedText("sessions.id_token"),
+        # Read only at sign-out: listing sessions must not open every row's token.
+        deferred=True,
         comment="Sealed ID token of the sign-in (AES-GCM under AUTH_SECRET), for id_token_hint",
     )
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any, TypeVar, cast
 
-from flask import jsonify, redirect, request
+from flask import g, jsonify, redirect, request
 from werkzeug.wrappers import Response
 
 from webapp.auth.sessions import current_session
@@ -40,12 +40,19 @@ def wants_json() -> bool:
     return request.is_json
 
 
+def navigate_htmx() -> None:
+    """Make this request's redirects (its outcome, or an error's) leave the page when htmx
+    sent it: for a poll, whose fragment must not become the next page. Other htmx
+    requests (the e-mail form) follow redirects and swap in what they lead to."""
+    g.htmx_navigates = True
+
+
 def send_to(url: str) -> Response:
-    """Send the browser to ``url``: a 302, or ``{"url": url}`` when JSON was asked for; an
-    htmx request gets ``HX-Redirect`` (a 302 would swap the next page into a fragment)."""
+    """Send the browser to ``url``: a 302, or ``{"url": url}`` when JSON was asked for, or
+    ``HX-Redirect`` for an htmx request of a view that called ``navigate_htmx``."""
     if wants_json():
         return jsonify({"url": url})
-    if request.headers.get("HX-Request") == "true":
+    if g.get("htmx_navigates") and request.headers.get("HX-Request") == "true":
         return Response(status=204, headers={"HX-Redirect": url})
     return redirect(url, code=302)
 

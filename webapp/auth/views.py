@@ -18,7 +18,7 @@ from werkzeug.wrappers import Response
 
 from webapp import transactions
 from webapp.auth import beacon, urls
-from webapp.auth.answers import callback_url_param, send_to, session_required
+from webapp.auth.answers import callback_url_param, navigate_htmx, send_to, session_required
 from webapp.auth.bearer import bearer_identity, bearer_session_json
 from webapp.auth.errorpage import render_error_page
 from webapp.auth.errors import SIGNIN_CODES, code_for, error_page_code
@@ -204,7 +204,9 @@ def device_start(provider_id: str) -> Response:
 
 
 @bp.get("/device/<provider_id>/status", provide_automatic_options=False)
-def device_status(provider_id: str) -> Response | str:
+def device_status(provider_id: str) -> Response | str | tuple[str, int, dict[str, str]]:
+    # The page's htmx poll: a sign-in (or its refusal) leaves the page.
+    navigate_htmx()
     try:
         outcome = check_device_signin(provider_id)
     except DeviceFlowOff:
@@ -214,10 +216,14 @@ def device_status(provider_id: str) -> Response | str:
     if isinstance(outcome, DeviceEnded) and not outcome.expired and current_session():
         # Finished in another tab of this browser.
         return send_to(resolve_redirect(None))
-    partial = request.headers.get("HX-Request") == "true"
-    template = "auth/_device_status.html" if partial else "auth/device_code.html"
     ended = outcome if isinstance(outcome, DeviceEnded) else None
-    return render_template(template, prompt=None if ended else outcome, ended=ended)
+    if request.headers.get("HX-Request") != "true":
+        return render_template("auth/device_code.html", prompt=outcome, ended=ended)
+    if ended is None:
+        # Only the status line: the code, the QR code and the focus stay as they are.
+        return render_template("auth/_device_status.html", prompt=outcome)
+    html = render_template("auth/_device_card.html", prompt=None, ended=ended)
+    return html, 200, {"HX-Retarget": "#device-card", "HX-Reswap": "outerHTML"}
 
 
 @bp.get("/verify-request", provide_automatic_options=False)

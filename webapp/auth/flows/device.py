@@ -98,6 +98,8 @@ class DeviceEnded:
     provider_id: str
     provider_name: str
     expired: bool
+    #: Where the ended request was to go, for a new code's request.
+    callback_url: str | None = None
 
 
 def device_clients() -> list[OAuthClient]:
@@ -193,10 +195,7 @@ def check_device_signin(provider_id: str) -> DevicePrompt | DeviceEnded | str:
     row, claimed = _load_and_claim(client.id, handle_hash, now) if handle_hash else (None, False)
     if row is None:
         return DeviceEnded(client.id, client.config.name, expired=False)
-    if row.device_code is None:
-        # Approved, and being signed in by another request: nothing left to poll.
-        return DeviceEnded(client.id, client.config.name, expired=False)
-    if row.expires <= now:
+    if row.expires <= now or row.device_code is None:
         return _end(client, row, expired=True)
     if not claimed:
         return _prompt(client, row)
@@ -210,14 +209,11 @@ def check_device_signin(provider_id: str) -> DevicePrompt | DeviceEnded | str:
     except ProviderUnavailable as exc:
         log.warning("%s: device code poll failed: %s", client.id, encode(str(exc)))
         return _prompt(client, row, provider_down=True)
-    # At once, for every other poller: a device code polled again after its tokens were
-    # issued makes a provider revoke them (oidc-provider does).
-    _write_now(
-        update(DeviceRequest)
-        .where(DeviceRequest.id == row.id)
-        .values(device_code=None, next_poll_at=row.expires)
-    )
-    _end(client, row, expired=False)
+    # Spent, whatever the sign-in does next, and gone at once for every other poller: a
+    # device code polled again after its tokens were issued makes a provider revoke them
+    # (oidc-provider does), and a failed sign-in must not leave the row behind.
+    _write_now(delete(DeviceRequest).where(DeviceRequest.id == row.id))
+    cookies.clear_cookie(_cookie_name(client.id))
     return sign_in_with_token(client, token, nonce=None, form={}, callback_url=row.callback_url)
 
 
@@ -292,7 +288,9 @@ def _write_now(statement: Executable) -> None:
 def _end(client: OAuthClient, row: Any, *, expired: bool) -> DeviceEnded:
     db.session.execute(delete(DeviceRequest).where(DeviceRequest.id == row.id))
     cookies.clear_cookie(_cookie_name(client.id))
-    return DeviceEnded(client.id, client.config.name, expired=expired)
+    return DeviceEnded(
+        client.id, client.config.name, expired=expired, callback_url=row.callback_url
+    )
 
 
 def _prompt(
@@ -341,6 +339,9 @@ def _checked(client: OAuthClient, answer: dict[str, Any]) -> DeviceCode:
             raise ProviderUnavailable(f"device authorization: unusable {name}")
         return max(low, min(value, high))
 
+    if "verification_uri" not in answer and "verification_url" in answer:
+        # Google's device endpoint answers with the draft's name.
+        answer = {**answer, "verification_uri": answer["verification_url"]}
     return DeviceCode(
         device_code=text("device_code", 4096),
         user_code=text("user_code", 64),

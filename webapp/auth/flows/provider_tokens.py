@@ -42,8 +42,6 @@ from webapp.settings import current_settings
 
 log = logging.getLogger(__name__)
 
-#: The account columns that hold provider tokens, sealed at rest.
-
 
 class NoProviderAccount(AccountError):
     """The user has no account at that provider (or it is not an OAuth provider here)."""
