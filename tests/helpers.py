@@ -106,13 +106,20 @@ class Gunicorn:
 
 
 @contextmanager
-def run_gunicorn(tmp_path: Path, **settings: str) -> Iterator[Gunicorn]:
+def run_gunicorn(
+    tmp_path: Path, *, database: str | None = None, **settings: str
+) -> Iterator[Gunicorn]:
     """Run gunicorn with the repository's gunicorn.conf.py, production settings, a fresh
-    migrated SQLite database and ``settings`` on top; stop it afterwards."""
+    migrated SQLite database and ``settings`` on top; stop it afterwards.
+
+    ``database``: the URL of a database migrated already (e.g. the ``database_url``
+    fixture's), used as it is instead of the fresh one: several gunicorns given the same
+    URL share it, as an application's instances do."""
     from .conftest import TEST_SECRET, migrate_database
 
-    database = f"sqlite:///{tmp_path / 'gunicorn.sqlite3'}"
-    migrate_database(database)
+    if database is None:
+        database = f"sqlite:///{tmp_path / 'gunicorn.sqlite3'}"
+        migrate_database(database)
     port = free_port()
     access, errors = tmp_path / "gunicorn-access.log", tmp_path / "gunicorn-error.log"
     env = {

@@ -59,10 +59,12 @@ class OAuthClient:
         return self.metadata.document()
 
     def endpoint(self, name: str) -> str | None:
-        """Return a configured endpoint, else the discovered one (None if neither)."""
+        """Return a configured endpoint, else the discovered one (None if neither, or if
+        the discovered value is not a string)."""
         value: str | None = getattr(self.config, name)
         if value is None and self.metadata is not None:
-            value = self.document().get(name)
+            found = self.document().get(name)
+            value = found if isinstance(found, str) else None
         return value
 
     def _required(self, name: str) -> str:
