@@ -21,10 +21,6 @@ which rows a token names, not how they were signed in; sections 1 to 3 sign in f
 the in-process app has no address the provider could reach, so the clients it signs in to
 get a back-channel URI on a closed port (the provider gives a ``sid`` only to clients with
 one; its deliveries there fail and nothing depends on them).
-
-Known failure (an app bug, left failing on purpose): a discovery document whose
-end_session_endpoint is not a string (``test_the_discovered_end_session_endpoint_...``
-number/list/object) makes ``POST /auth/signout`` answer 500, and the session row survives.
 """
 
 from __future__ import annotations
