@@ -105,6 +105,9 @@ class LiveServer:
     app: Any
     inbox: _Inbox
     names: dict[str, str] = field(default_factory=dict)
+    #: The OpenID Provider its OIDC providers are clients of (to approve device codes, add
+    #: clients for another origin).
+    op: LiveOP | None = None
 
 
 def _toml(entries: list[dict[str, Any]]) -> str:
@@ -153,7 +156,7 @@ def live_server(
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()
         try:
-            yield LiveServer(origin, app, smtp_inbox, {c: n for c, n, _ in OIDC_PROVIDERS})
+            yield LiveServer(origin, app, smtp_inbox, {c: n for c, n, _ in OIDC_PROVIDERS}, op)
         finally:
             server.shutdown()
             thread.join()

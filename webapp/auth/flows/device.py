@@ -4,9 +4,10 @@
 (``device_requests``): the device code sealed, the browser holding only a random handle
 in a sealed cookie, whose SHA-256 names the row. ``check_device_signin`` is the page's
 poll. It claims the next poll with one conditional UPDATE on its own connection
-(``next_poll_at <= now`` becomes ``now + interval``, committed at once), so of any number
-of tabs, workers and instances polling, one asks the provider per interval and the
-others answer from the row; no lock is held while the provider answers. ``slow_down``
+(``next_poll_at <= now`` moves past the longest the poll may take, committed at once), so
+of any number of tabs, workers and instances polling, one asks the provider at a time and
+per interval, and the others answer from the row; no lock is held while the provider
+answers. The answer then sets the next poll ``interval`` seconds after it. ``slow_down``
 adds 5 seconds to the interval (§3.5). Once approved, the tokens go through the same
 checks and account rules as a normal callback (``sign_in_with_token``; this grant has
 no nonce).
@@ -38,6 +39,7 @@ from webapp.clock import utcnow
 from webapp.extensions import db
 from webapp.logsafe import encode
 from webapp.models import DeviceRequest
+from webapp.settings import current_settings
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,8 @@ SLOW_DOWN_STEP = 5
 #: this long here, and the page polls at least this often.
 MAX_LIFETIME = 1800
 MAX_INTERVAL = 60
+#: Seconds the browser's handle outlives the code.
+HANDLE_GRACE = 300
 
 
 class DeviceFlowOff(Exception):
@@ -144,10 +148,12 @@ def start_device_signin(provider_id: str, *, callback_url: str | None) -> Device
         created_at=now,
     )
     db.session.add(row)
+    # The handle outlives the code a little, so that the page can still say it expired.
+    max_age = code.expires_in + HANDLE_GRACE
     cookies.set_cookie(
         _cookie_name(client.id),
-        sealed_cookies.seal(handle, purpose=_PURPOSE, bound_to=client.id, max_age=code.expires_in),
-        max_age=code.expires_in,
+        sealed_cookies.seal(handle, purpose=_PURPOSE, bound_to=client.id, max_age=max_age),
+        max_age=max_age,
     )
     return _prompt(client, row)
 
@@ -202,12 +208,13 @@ def check_device_signin(provider_id: str) -> DevicePrompt | DeviceEnded | str:
     try:
         token = client.poll_device_code(row.device_code)
     except TokenEndpointError as exc:
-        return _pending_or_end(client, row, exc.error, now)
+        return _pending_or_end(client, row, exc.error)
     except GrantRefused:
         # The device code is unknown there (used, or forgotten): start again.
         return _end(client, row, expired=True)
     except ProviderUnavailable as exc:
         log.warning("%s: device code poll failed: %s", client.id, encode(str(exc)))
+        _next_poll(row, row.interval)
         return _prompt(client, row, provider_down=True)
     # Spent, whatever the sign-in does next, and gone at once for every other poller: a
     # device code polled again after its tokens were issued makes a provider revoke them
@@ -217,19 +224,14 @@ def check_device_signin(provider_id: str) -> DevicePrompt | DeviceEnded | str:
     return sign_in_with_token(client, token, nonce=None, form={}, callback_url=row.callback_url)
 
 
-def _pending_or_end(
-    client: OAuthClient, row: Any, error: str, now: datetime
-) -> DevicePrompt | DeviceEnded:
+def _pending_or_end(client: OAuthClient, row: Any, error: str) -> DevicePrompt | DeviceEnded:
     verdict = _verdict(client, error)
     if verdict == "pending":
+        _next_poll(row, row.interval)
         return _prompt(client, row)
     if verdict == "slow_down":
         interval = min(row.interval + SLOW_DOWN_STEP, MAX_INTERVAL)
-        db.session.execute(
-            update(DeviceRequest)
-            .where(DeviceRequest.id == row.id)
-            .values(interval=interval, next_poll_at=now + timedelta(seconds=interval))
-        )
+        _next_poll(row, interval)
         return _prompt(client, row, interval=interval)
     if verdict == "denied":
         _end(client, row, expired=False)
@@ -268,12 +270,26 @@ def _load_and_claim(provider_id: str, handle_hash: str, now: datetime) -> tuple[
         ).first()
         if row is None or row.next_poll_at > now or row.expires <= now:
             return row, False
+        # Held until this poll has had every second it may take, so that a slow provider
+        # never has two polls of one code in flight; ``_next_poll`` then sets the real time.
+        conf = current_settings()
+        budget = conf.http_connect_timeout + conf.http_read_timeout
         taken = conn.execute(
             update(DeviceRequest)
             .where(DeviceRequest.id == row.id, DeviceRequest.next_poll_at <= now)
-            .values(next_poll_at=now + timedelta(seconds=row.interval))
+            .values(next_poll_at=now + timedelta(seconds=row.interval + budget))
         ).rowcount
     return row, bool(taken)
+
+
+def _next_poll(row: Any, interval: int) -> None:
+    """Schedule the next poll ``interval`` seconds after this one's answer (committed with
+    the request)."""
+    db.session.execute(
+        update(DeviceRequest)
+        .where(DeviceRequest.id == row.id)
+        .values(interval=interval, next_poll_at=utcnow() + timedelta(seconds=interval))
+    )
 
 
 def _autocommit() -> Connection:
