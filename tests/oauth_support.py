@@ -160,7 +160,12 @@ class NodeOP:
         return meta
 
     def _method(self, client_id: str) -> str:
-        methods = {**CLIENT_METHODS, **DEVICE_CLIENT_METHODS, **self.added_clients}
+        methods = {
+            **CLIENT_METHODS,
+            **DEVICE_CLIENT_METHODS,
+            CLI_CLIENT_ID: "client_secret_basic",
+            **self.added_clients,
+        }
         return methods[client_id]
 
     def provider_config(
@@ -497,18 +502,22 @@ class NodeOP:
         account: str = "alice",
         *,
         auth_url: str = APP_ORIGIN + "/auth",
+        redirect_uri: str | None = None,
         scope: str = "openid email profile",
+        resource: str | None = None,
         **params: str,
     ) -> dict[str, Any]:
         """Sign ``account`` in to ``client_id`` (client_secret_basic, client_secret_post or
         none) with the authorization code flow and PKCE, without the app: the browser is
         ``session`` (which keeps the provider session), the redirect URI
-        ``{auth_url}/callback/<client_id>``; ``params`` add to the authorization request
-        (nonce, prompt…). Return the token endpoint's JSON."""
+        ``{auth_url}/callback/<client_id>`` unless given; ``params`` add to the
+        authorization request (nonce, prompt…), ``resource`` (RFC 8707) to both requests.
+        Return the token endpoint's JSON."""
         verifier = secrets.token_urlsafe(32)
         challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest())
-        redirect_uri = f"{auth_url}/callback/{client_id}"
+        redirect_uri = redirect_uri or f"{auth_url}/callback/{client_id}"
         state = secrets.token_urlsafe(16)
+        extra = {"resource": resource} if resource else {}
         query = {
             "client_id": client_id,
             "response_type": "code",
@@ -518,10 +527,11 @@ class NodeOP:
             "code_challenge": challenge.rstrip(b"=").decode(),
             "code_challenge_method": "S256",
             "login_hint": account,
+            **extra,
             **params,
         }
         url = self.discovery()["authorization_endpoint"] + "?" + urlencode(query)
-        origin = "{0.scheme}://{0.netloc}".format(urlsplit(auth_url))
+        origin = "{0.scheme}://{0.netloc}".format(urlsplit(redirect_uri))
         answer = query_of(follow_to_app(session, url, origin))
         assert answer.get("state") == state and "code" in answer, answer
         form = {
@@ -529,6 +539,7 @@ class NodeOP:
             "code": answer["code"],
             "redirect_uri": redirect_uri,
             "code_verifier": verifier,
+            **extra,
         }
         method = self._method(client_id)
         auth = None
@@ -576,40 +587,14 @@ class NodeOP:
         """Sign ``account`` in to op-cli (authorization code with PKCE, over plain HTTP);
         return the token endpoint's JSON. With ``resource`` (RFC 8707), both requests name
         it and the scope adds API_SCOPE: the access token is then a JWT for that API."""
-        verifier = secrets.token_urlsafe(32)
-        challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest())
-        state = secrets.token_urlsafe(16)
-        params = {
-            "client_id": CLI_CLIENT_ID,
-            "response_type": "code",
-            "redirect_uri": CLI_REDIRECT_URI,
-            "scope": "openid email profile" + (f" {API_SCOPE}" if resource else ""),
-            "state": state,
-            "code_challenge": challenge.rstrip(b"=").decode(),
-            "code_challenge_method": "S256",
-            "login_hint": account,
-        }
-        if resource:
-            params["resource"] = resource
-        url = self.discovery()["authorization_endpoint"] + "?" + urlencode(params)
-        answer = query_of(follow_to_app(requests.Session(), url))
-        assert answer.get("state") == state and "code" in answer, answer
-        form = {
-            "grant_type": "authorization_code",
-            "code": answer["code"],
-            "redirect_uri": CLI_REDIRECT_URI,
-            "code_verifier": verifier,
-        }
-        if resource:
-            form["resource"] = resource
-        response = requests.post(
-            self.discovery()["token_endpoint"],
-            data=form,
-            auth=(CLI_CLIENT_ID, SECRET),
-            timeout=10,
+        return self.code_tokens(
+            requests.Session(),
+            CLI_CLIENT_ID,
+            account,
+            redirect_uri=CLI_REDIRECT_URI,
+            scope="openid email profile" + (f" {API_SCOPE}" if resource else ""),
+            resource=resource,
         )
-        assert response.status_code == 200, response.text
-        return dict(response.json())
 
 
 class _Handler(BaseHTTPRequestHandler):
