@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import email
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from email import policy
 from email.message import EmailMessage
@@ -20,9 +21,11 @@ from typing import Any
 
 import pytest
 from aiosmtpd.controller import Controller
+from flask import Flask
 from werkzeug.serving import make_server
 
 from webapp import create_app
+from webapp.extensions import db
 
 from ..conftest import _empty_tables, base_config
 from ..helpers import free_port
@@ -123,27 +126,47 @@ def _toml(entries: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-@pytest.fixture(scope="session")
-def live_server(
-    database_url: str, smtp_inbox: _Inbox, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[LiveServer]:
-    """The app served by werkzeug in a thread on a free loopback port (one per database)."""
+@contextmanager
+def served(build: Callable[[str], Flask]) -> Iterator[tuple[str, Flask]]:
+    """Serve ``build(origin)``'s app with werkzeug in a thread on a free loopback port;
+    yield the origin and the app."""
     holder: dict[str, Any] = {}
     server = make_server(
         "127.0.0.1", 0, lambda env, start: holder["app"](env, start), threaded=True
     )
     origin = f"http://127.0.0.1:{server.server_port}"
-    workdir = tmp_path_factory.mktemp("live")
-    op = LiveOP(workdir, origin)
-    op.start()
+    app = holder["app"] = build(origin)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
     try:
+        yield origin, app
+    finally:
+        server.shutdown()
+        thread.join()
+        server.server_close()
+        with app.app_context():
+            db.engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def live_server(
+    database_url: str, smtp_inbox: _Inbox, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LiveServer]:
+    """The app served by werkzeug in a thread on a free loopback port (one per database)."""
+    workdir = tmp_path_factory.mktemp("live")
+    started: list[LiveOP] = []
+
+    def build(origin: str) -> Flask:
+        op = LiveOP(workdir, origin)
+        started.append(op)
+        op.start()
         entries = [
             op.provider_config(client_id, name=name, authorization_params={"login_hint": who})
             for client_id, name, who in OIDC_PROVIDERS
         ]
         config = workdir / "providers.toml"
         config.write_text(_toml(entries))
-        app = create_app(
+        return create_app(
             base_config(
                 database_url,
                 AUTH_URL=f"{origin}/auth",
@@ -152,21 +175,14 @@ def live_server(
             ),
             environ={},
         )
-        holder["app"] = app
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        try:
-            yield LiveServer(origin, app, smtp_inbox, {c: n for c, n, _ in OIDC_PROVIDERS}, op)
-        finally:
-            server.shutdown()
-            thread.join()
-            server.server_close()
-            with app.app_context():
-                from webapp.extensions import db
 
-                db.engine.dispose()
+    try:
+        with served(build) as (origin, app):
+            names = {c: n for c, n, _ in OIDC_PROVIDERS}
+            yield LiveServer(origin, app, smtp_inbox, names, started[0])
     finally:
-        op.stop()
+        for op in started:
+            op.stop()
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,6 @@ verification pages, driven over HTTP (``NodeOP.approve_device``).
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -16,8 +15,8 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from flask import Flask
 from playwright.sync_api import expect
-from werkzeug.serving import make_server
 
 from webapp import create_app
 from webapp.extensions import db
@@ -25,7 +24,7 @@ from webapp.models import DeviceRequest
 
 from ..conftest import base_config
 from ..oauth_support import DEVICE_GRANT, write_providers_toml
-from .conftest import LiveServer, axe_violations
+from .conftest import LiveServer, axe_violations, served
 
 pytestmark = pytest.mark.browser
 
@@ -64,42 +63,33 @@ def tv(
     tables the live server's fixture empties after each test) and provider."""
     op = live_server.op
     assert op is not None
-    holder: dict[str, Any] = {}
-    server = make_server(
-        "127.0.0.1", 0, lambda env, start: holder["app"](env, start), threaded=True
-    )
-    origin = f"http://127.0.0.1:{server.server_port}"
-    entries = []
-    for client_id, (name, interval, lifetime) in TV_PROVIDERS.items():
-        # Device clients of the OP, with this origin's post_logout_redirect_uri.
-        op.add_client(
-            client_id,
-            auth_url=origin + "/auth",
-            backchannel_logout=False,
-            device_interval=interval,
-            device_code_ttl=lifetime,
-            grant_types=[DEVICE_GRANT, "refresh_token"],
-            response_types=[],
-            redirect_uris=None,
+    config_dir = tmp_path_factory.mktemp("tv")
+
+    def build(origin: str) -> Flask:
+        entries = []
+        for client_id, (name, interval, lifetime) in TV_PROVIDERS.items():
+            # Device clients of the OP, with this origin's post_logout_redirect_uri.
+            op.add_client(
+                client_id,
+                auth_url=origin + "/auth",
+                backchannel_logout=False,
+                device_interval=interval,
+                device_code_ttl=lifetime,
+                grant_types=[DEVICE_GRANT, "refresh_token"],
+                response_types=[],
+                redirect_uris=None,
+            )
+            entries.append(
+                op.provider_config(client_id, name=name, device_flow=True, logout="rp-initiated")
+            )
+        config = write_providers_toml(config_dir / "providers.toml", entries)
+        return create_app(
+            base_config(database_url, AUTH_URL=f"{origin}/auth", AUTH_CONFIG=str(config)),
+            environ={},
         )
-        entries.append(
-            op.provider_config(client_id, name=name, device_flow=True, logout="rp-initiated")
-        )
-    config = write_providers_toml(tmp_path_factory.mktemp("tv") / "providers.toml", entries)
-    app = create_app(
-        base_config(database_url, AUTH_URL=f"{origin}/auth", AUTH_CONFIG=str(config)), environ={}
-    )
-    holder["app"] = app
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+
+    with served(build) as (origin, app):
         yield TV(origin, app, op)
-    finally:
-        server.shutdown()
-        thread.join()
-        server.server_close()
-        with app.app_context():
-            db.engine.dispose()
 
 
 def _start(page: Any, tv: TV, provider: str = "op-tv", callback: str = "/account") -> str:
