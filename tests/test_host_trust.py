@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+import requests
 import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
@@ -48,7 +49,17 @@ FORGED_HEADERS = [
 
 @pytest.fixture(scope="module")
 def idp() -> Iterator[FakeIdP]:
+    """The OpenID Provider "fake", with sign-out at the provider and device sign-in."""
     with fake_idp() as provider:
+        provider.discovery["end_session_endpoint"] = provider.issuer + "/logout"
+        provider.discovery["device_authorization_endpoint"] = provider.issuer + "/device/code"
+        device_code = {
+            "device_code": "fake-device-code",
+            "user_code": "WDJB-MJHT",
+            "verification_uri": provider.issuer + "/device",
+            "expires_in": 600,
+        }
+        provider.routes["/device/code"] = lambda request: (200, {}, device_code)
         yield provider
 
 
@@ -74,7 +85,7 @@ def production_app(
         toml = write_providers_toml(
             tmp_path / "providers.toml",
             [
-                idp.provider_config("fake"),
+                idp.provider_config("fake", logout="rp-initiated", device_flow=True),
                 {"id": "email", "type": "email"},
                 {"id": "pw", "type": "credentials"},
             ],
@@ -132,6 +143,10 @@ def _every_action(client: FlaskClient, headers: dict[str, str]) -> list[Any]:
         client.post("/auth/signout", data={"csrfToken": token}, **kw),
         client.post("/auth/signout", data={}, **kw),  # no CSRF token: MissingCSRF redirect
         client.get("/auth/verify-request?provider=email&type=email", **kw),
+        client.get("/auth/signout/callback?state=not-this-browsers", **kw),
+        client.get("/auth/device?callbackUrl=/after", **kw),
+        client.post("/auth/device/fake", data={"csrfToken": token, "callbackUrl": "/after"}, **kw),
+        client.get("/auth/device/fake/status", **kw),
     ]
 
 
@@ -175,6 +190,34 @@ def test_no_url_names_another_host_whatever_the_headers_say(
         link = link_of(mailbox.last())
         assert link.startswith(f"http://{SITE}/auth/callback/email?"), link
         assert EVIL not in mailbox.last().as_string()
+
+
+@pytest.mark.parametrize("trust", TRUST_MODES)
+@pytest.mark.parametrize(
+    "headers",
+    [h for h, foreign in FORGED_HEADERS if not foreign],
+    ids=[",".join(h) for h, foreign in FORGED_HEADERS if not foreign],
+)
+def test_sign_out_at_the_provider_comes_back_to_auth_url(
+    production_app: Callable[..., Flask], idp: FakeIdP, trust: str, headers: dict[str, str]
+) -> None:
+    client = _client(production_app(AUTH_TRUSTED_PROXIES=TRUST_MODES[trust]))
+    start = client.post("/auth/signin/fake", data={"csrfToken": _csrf(client)}, headers=headers)
+    answer = requests.get(start.headers["Location"], allow_redirects=False, timeout=10)
+    back = answer.headers["Location"]
+    assert back.startswith(f"{AUTH_URL}/callback/fake?")
+    client.get(back.removeprefix(f"http://{SITE}"), headers=headers)
+    assert client.get("/auth/session").json is not None
+
+    out = client.post(
+        "/auth/signout", data={"csrfToken": _csrf(client), "callbackUrl": "/bye"}, headers=headers
+    )
+    assert out.headers["Location"].startswith(idp.issuer + "/logout?")
+    sent = query_of(out.headers["Location"])
+    assert sent["post_logout_redirect_uri"] == f"{AUTH_URL}/signout/callback"
+    assert client.get("/auth/session").json is None
+    returned = client.get(f"/auth/signout/callback?state={sent['state']}", headers=headers)
+    assert returned.headers["Location"] == f"http://{SITE}/bye"
 
 
 def test_the_oauth_redirect_uri_and_json_urls_are_auth_url_s(

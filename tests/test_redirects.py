@@ -130,3 +130,25 @@ def test_redirect_hook_decides_after_the_safety_check(make_app):
     r = client.post("/auth/signout", data={"csrfToken": token, "callbackUrl": "//evil.example"})
     assert r.headers["Location"] == "http://localhost/welcome"
     assert seen == [("http://localhost/", "http://localhost")]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "",
+        "state=",
+        "state=%00",
+        "state=" + "a" * 10000,
+        "state=x%0d%0aLocation:%20https://evil.example",
+        "state=%ff%fe%fd",
+        "state=a&state=b",
+    ],
+)
+def test_a_hostile_sign_out_return_lands_on_the_site(client, query):
+    # No sign-out at a provider started in this browser: whatever comes back lands home.
+    cookie = "auth.signout-state"
+    client.set_cookie(cookie, "%00" + "b" * 4000)
+    r = client.get("/auth/signout/callback?" + query)
+    assert r.status_code == 302
+    assert r.headers["Location"] == "http://localhost/"
+    assert "no-store" in r.headers["Cache-Control"]
