@@ -117,6 +117,8 @@ def test_declined_oidc_sign_in_shows_a_helpful_error_page(new_page, live_server)
     page = new_page()
     demo_signin(page, "fay@example.com")  # so "last used" has something to say
     page.goto("/auth/signin")
+    # The island remembers the provider; the server's form it replaces does not.
+    expect(page.locator("[data-island=chooser]")).to_be_visible()
     page.get_by_role("button", name="Sign in with Stark ID").click()
     page.wait_for_url("**/auth/error?error=AccessDenied*")
     expect(page.get_by_role("heading", level=1)).to_have_text("Access denied")
