@@ -8,7 +8,7 @@ from typing import Any, cast
 
 from blinker import Namespace
 from flask import Flask
-from sqlalchemy import CursorResult, Engine, Executable, Select, TypeDecorator, event
+from sqlalchemy import Connection, CursorResult, Engine, Executable, Select, TypeDecorator, event
 from sqlalchemy.exc import DBAPIError
 from werkzeug.routing import IntegerConverter, Map
 
@@ -39,6 +39,18 @@ def engine_options(
         # Fail fast (503) instead of hanging a worker when the server is unreachable.
         "connect_args": {"connect_timeout": 5},
     }
+
+
+def autocommit_connection() -> Connection:
+    """A connection of its own on which every statement commits at once: for what must not
+    wait for, join or be rolled back with the request's transaction (``transactions``)."""
+    return db.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+
+
+def write_now(statement: Executable) -> None:
+    """Run one write on its own, committed at once (no BEGIN/COMMIT round trips)."""
+    with autocommit_connection() as conn:
+        conn.execute(statement)
 
 
 def execute_counting(statement: Executable) -> int:

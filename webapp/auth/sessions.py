@@ -23,12 +23,12 @@ from datetime import datetime
 
 from flask import g, request
 from flask_login import UserMixin
-from sqlalchemy import Executable, bindparam, delete, insert, or_, select, update
+from sqlalchemy import bindparam, delete, insert, or_, select, update
 
 from webapp.auth import cookies
 from webapp.caching import mark_personal
 from webapp.clock import iso_utc, utcnow
-from webapp.database import HotSelect, execute_counting
+from webapp.database import HotSelect, execute_counting, write_now
 from webapp.extensions import db
 from webapp.models import Session, User
 from webapp.settings import current_settings
@@ -106,7 +106,7 @@ def read_session(token: str) -> tuple[AuthSession | None, bool]:
     # lowered may carry an expiry beyond the new absolute end.
     end = row.created_at + conf.session_max_age_absolute
     if row.expires <= now or end <= now:
-        _write_outside_transaction(delete(Session).where(Session.id == row.id))
+        write_now(delete(Session).where(Session.id == row.id))
         return None, False
     expires = row.expires
     extended = False
@@ -117,18 +117,12 @@ def read_session(token: str) -> tuple[AuthSession | None, bool]:
         new_expires = min(now + conf.session_max_age, end)
         extended = new_expires != expires
         expires = new_expires
-        _write_outside_transaction(
+        write_now(
             update(Session).where(Session.id == row.id).values(expires=expires, last_active_at=now)
         )
     user = AuthUser(id=row.user_id, name=row.name, email=row.email, image=row.image)
     session = AuthSession(row.id, user, expires, row.created_at, row.provider)
     return session, extended
-
-
-def _write_outside_transaction(statement: Executable) -> None:
-    # One statement on its own: the read's rare DELETE or UPDATE needs no BEGIN/COMMIT.
-    with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.execute(statement)
 
 
 def current_session() -> AuthSession | None:

@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from flask import request
-from sqlalchemy import Connection, Executable, delete, select, update
+from sqlalchemy import delete, select, update
 
 from webapp.auth import cookies, sealed_cookies
 from webapp.auth.errors import AuthError
@@ -36,6 +36,7 @@ from webapp.auth.oauth.metadata import ProviderUnavailable, url_allowed
 from webapp.auth.providers import oauth_client, providers
 from webapp.auth.redirects import safe_callback_url
 from webapp.clock import utcnow
+from webapp.database import autocommit_connection, write_now
 from webapp.extensions import db
 from webapp.logsafe import encode
 from webapp.models import DeviceRequest
@@ -219,7 +220,7 @@ def check_device_signin(provider_id: str) -> DevicePrompt | DeviceEnded | str:
     # Spent, whatever the sign-in does next, and gone at once for every other poller: a
     # device code polled again after its tokens were issued makes a provider revoke them
     # (oidc-provider does), and a failed sign-in must not leave the row behind.
-    _write_now(delete(DeviceRequest).where(DeviceRequest.id == row.id))
+    write_now(delete(DeviceRequest).where(DeviceRequest.id == row.id))
     cookies.clear_cookie(_cookie_name(client.id))
     return sign_in_with_token(client, token, nonce=None, form={}, callback_url=row.callback_url)
 
@@ -262,7 +263,7 @@ def _load_and_claim(provider_id: str, handle_hash: str, now: datetime) -> tuple[
     other poller sees it before this one talks to the provider, and no transaction (on
     SQLite: the writer lock) is held while the provider answers.
     """
-    with _autocommit() as conn:
+    with autocommit_connection() as conn:
         row = conn.execute(
             select(DeviceRequest).where(
                 DeviceRequest.handle_hash == handle_hash, DeviceRequest.provider == provider_id
@@ -290,15 +291,6 @@ def _next_poll(row: Any, interval: int) -> None:
         .where(DeviceRequest.id == row.id)
         .values(interval=interval, next_poll_at=utcnow() + timedelta(seconds=interval))
     )
-
-
-def _autocommit() -> Connection:
-    return db.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
-
-
-def _write_now(statement: Executable) -> None:
-    with _autocommit() as conn:
-        conn.execute(statement)
 
 
 def _end(client: OAuthClient, row: Any, *, expired: bool) -> DeviceEnded:

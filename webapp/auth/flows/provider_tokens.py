@@ -36,6 +36,7 @@ from webapp.auth.oauth.client_auth import GrantRefused
 from webapp.auth.oauth.metadata import ProviderUnavailable
 from webapp.auth.providers import oauth_client
 from webapp.clock import iso_utc, utcnow
+from webapp.database import autocommit_connection
 from webapp.extensions import db
 from webapp.models import Account
 from webapp.settings import current_settings
@@ -107,7 +108,7 @@ def provider_token(user_id: int, provider_id: str) -> ProviderToken:
     if client is None:
         raise NoProviderAccount(provider_id)
     # The common case reads without a transaction or lock, and writes nothing.
-    with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+    with autocommit_connection() as conn:
         row = conn.execute(
             select(
                 Account.access_token, Account.expires_at, Account.scope, Account.token_type
