@@ -155,6 +155,7 @@ def wait_until_listening(url: str, process: subprocess.Popen[Any]) -> None:
         try:
             requests.get(url, timeout=2)
             return
-        except requests.ConnectionError:
+        except (requests.ConnectionError, requests.Timeout):
+            # Not listening yet, or a worker still starting (under load, past the timeout).
             time.sleep(0.1)
     raise AssertionError(f"{url} did not answer")
