@@ -41,7 +41,7 @@ from sqlalchemy import bindparam, select
 
 from webapp.auth.flows.provider_tokens import ProviderDown
 from webapp.auth.oauth.client import OAuthClient
-from webapp.auth.oauth.id_token import InvalidIDToken, verified_claims
+from webapp.auth.oauth.id_token import InvalidIDToken, audiences, verified_claims
 from webapp.auth.oauth.metadata import ProviderUnavailable
 from webapp.auth.providers import oauth_client, providers
 from webapp.auth.providers.oauth import OAuthProvider
@@ -254,10 +254,7 @@ def _subject_and_expiry(claims: Mapping[str, Any], *, leeway: timedelta) -> _Ver
 
 
 def _audiences(claims: Mapping[str, Any]) -> set[str]:
-    aud = claims.get("aud")
-    if isinstance(aud, str):
-        return {aud}
-    return {a for a in aud if isinstance(a, str)} if isinstance(aud, list) else set()
+    return {a for a in audiences(claims) if isinstance(a, str)}
 
 
 def _moment(seconds: float) -> datetime:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hmac
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from joserfc import jws, jwt
@@ -77,6 +77,13 @@ def verified_claims(
     return claims
 
 
+def audiences(claims: Mapping[str, Any]) -> list[Any]:
+    """The ``aud`` claim as a list (RFC 7519 §4.1.3: one string, or an array); empty when
+    it is neither. The entries are as given: callers compare them with strings."""
+    aud = claims.get("aud")
+    return [aud] if isinstance(aud, str) else aud if isinstance(aud, list) else []
+
+
 def _candidates(jwks: list[dict[str, Any]], alg: str, kid: Any) -> list[Any]:
     kty, crv = ALGORITHMS[alg]
     usable = []
@@ -110,14 +117,13 @@ def _check_claims(
         raise InvalidIDToken(f"iss {claims.get('iss')!r} is not {expected_iss!r}")
     if not isinstance(claims.get("sub"), str) or not claims["sub"]:
         raise InvalidIDToken("sub missing")
-    aud = claims.get("aud")
-    audiences = [aud] if isinstance(aud, str) else aud if isinstance(aud, list) else []
-    if client_id not in audiences:
-        raise InvalidIDToken(f"aud {aud!r} does not contain our client_id")
+    named = audiences(claims)
+    if client_id not in named:
+        raise InvalidIDToken(f"aud {claims.get('aud')!r} does not contain our client_id")
     azp = claims.get("azp")
     if azp is not None and azp != client_id:
         raise InvalidIDToken(f"azp {azp!r} is not our client_id")
-    if len(audiences) > 1 and azp is None:
+    if len(named) > 1 and azp is None:
         raise InvalidIDToken("several audiences and no azp")
     now = time.time()
     exp, iat = claims.get("exp"), claims.get("iat")

@@ -19,7 +19,7 @@ from typing import Any
 from joserfc import jws
 from joserfc.errors import JoseError
 
-from webapp.auth.oauth.id_token import InvalidIDToken, verified_claims
+from webapp.auth.oauth.id_token import InvalidIDToken, audiences, verified_claims
 
 BACKCHANNEL_LOGOUT_EVENT = "http://schemas.openid.net/event/backchannel-logout"
 #: Longest a logout token is accepted after its ``iat`` (docs/constants.md). A provider
@@ -71,10 +71,8 @@ def validate_logout_token(
     expected = issuer(claims)
     if claims.get("iss") != expected:
         raise InvalidLogoutToken(f"iss {claims.get('iss')!r} is not {expected!r}")
-    aud = claims.get("aud")
-    audiences = [aud] if isinstance(aud, str) else aud if isinstance(aud, list) else []
-    if client_id not in audiences:
-        raise InvalidLogoutToken(f"aud {aud!r} does not contain our client_id")
+    if client_id not in audiences(claims):
+        raise InvalidLogoutToken(f"aud {claims.get('aud')!r} does not contain our client_id")
     refused_after = _check_times(claims, leeway)
     jti = claims.get("jti")
     if not isinstance(jti, str) or not jti or len(jti) > 255:
