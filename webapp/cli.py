@@ -4,7 +4,6 @@ rotate-secrets | device-login``."""
 from __future__ import annotations
 
 import click
-import segno
 from flask import current_app, g
 from flask.cli import AppGroup
 from sqlalchemy import delete, select
@@ -27,6 +26,7 @@ from webapp.clock import utcnow
 from webapp.database import execute_counting
 from webapp.extensions import db
 from webapp.models import Account, DeviceRequest, Session, UsedLogoutToken, User, VerificationToken
+from webapp.ui.qr import print_qr
 
 auth_cli = AppGroup("auth", help="Inspect and clean up sign-in data.")
 
@@ -190,7 +190,7 @@ def device_login(provider_id: str, qr: bool, print_cookie: bool) -> None:
     if code.verification_uri_complete:
         click.echo(f"or open {code.verification_uri_complete}")
         if qr:
-            segno.make(code.verification_uri_complete, error="m").terminal(compact=True)
+            print_qr(code.verification_uri_complete)
     click.echo(f"Waiting for approval (the code expires in {code.expires_in} s)...")
     # A sign-in is a request's work (cookies, the sign-in hook, the commit): run it as one.
     with current_app.test_request_context(
