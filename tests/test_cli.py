@@ -8,7 +8,13 @@ import sqlalchemy as sa
 from freezegun import freeze_time
 
 from webapp.extensions import db
-from webapp.models import RateLimitCounter, Session, VerificationToken
+from webapp.models import (
+    DeviceRequest,
+    RateLimitCounter,
+    Session,
+    UsedLogoutToken,
+    VerificationToken,
+)
 
 from .helpers import demo_sign_in, row_count
 
@@ -50,6 +56,41 @@ def test_cleanup_deletes_only_what_expired(app, client, auth, runner):
     assert row_count(app, VerificationToken) == 1
     # The live sign-in's windows (its attempt counted, then given back) are not finished.
     assert row_count(app, RateLimitCounter) == 3
+
+
+def test_cleanup_deletes_spent_device_requests_and_logout_tokens(app, runner):
+    def device(handle: str, expires: datetime) -> DeviceRequest:
+        return DeviceRequest(
+            handle_hash=handle * 64,
+            provider="corp",
+            device_code="device-code-" + handle,
+            user_code="WDJB-MJHT",
+            verification_uri="https://sso.example.com/device",
+            interval=5,
+            next_poll_at=expires,
+            expires=expires,
+            created_at=expires - timedelta(minutes=10),
+        )
+
+    with app.app_context():
+        now = datetime.now(UTC)
+        past, future = now - timedelta(seconds=1), now + timedelta(minutes=5)
+        db.session.add_all(
+            [
+                device("a", past),
+                device("b", future),
+                UsedLogoutToken(provider="corp", jti="spent", expires=past),
+                UsedLogoutToken(provider="corp", jti="still-refused", expires=future),
+            ]
+        )
+        db.session.commit()
+    result = runner.invoke(args=["auth", "cleanup"])
+    assert result.exit_code == 0, result.output
+    assert "deleted 1 expired device sign-in(s)" in result.output
+    assert "deleted 1 remembered logout token(s)" in result.output
+    with app.app_context():
+        assert [r.handle_hash for r in db.session.scalars(sa.select(DeviceRequest))] == ["b" * 64]
+        assert db.session.scalars(sa.select(UsedLogoutToken.jti)).all() == ["still-refused"]
 
 
 def test_sessions_lists_and_filters(app, client, auth, runner):
