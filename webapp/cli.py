@@ -1,5 +1,5 @@
 """Operator commands: ``flask auth cleanup | sessions | revoke | revoke-tokens |
-rotate-secrets | device-login``."""
+rotate-secrets | device-login | mfa reset``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from flask.cli import AppGroup
 from sqlalchemy import delete, select
 
 from webapp import logsafe, transactions
-from webapp.auth import cookies, ratelimit, urls
+from webapp.account import two_factor
+from webapp.auth import cookies, ratelimit, second_factor, urls
 from webapp.auth.addresses import InvalidAddress, normalize_email
 from webapp.auth.errors import AuthError
 from webapp.auth.flows.device import (
@@ -25,7 +26,16 @@ from webapp.auth.sessions import delete_expired
 from webapp.clock import utcnow
 from webapp.database import execute_counting
 from webapp.extensions import db
-from webapp.models import Account, DeviceRequest, Session, UsedLogoutToken, User, VerificationToken
+from webapp.models import (
+    Account,
+    Authenticator,
+    DeviceRequest,
+    Session,
+    SpentChallenge,
+    UsedLogoutToken,
+    User,
+    VerificationToken,
+)
 from webapp.ui.qr import print_qr
 
 auth_cli = AppGroup("auth", help="Inspect and clean up sign-in data.")
@@ -34,19 +44,21 @@ auth_cli = AppGroup("auth", help="Inspect and clean up sign-in data.")
 @auth_cli.command("cleanup")
 @click.option("--batch-size", default=5000, show_default=True, help="Rows deleted per transaction.")
 def cleanup(batch_size: int) -> None:
-    """Delete expired sessions, verification tokens, device sign-ins and remembered logout
-    tokens, and finished rate-limit windows."""
+    """Delete expired sessions, verification tokens, device sign-ins, remembered logout
+    tokens and passkey challenges, and finished rate-limit windows."""
     sessions = delete_expired(batch_size=batch_size)
     now = utcnow()
     tokens = execute_counting(delete(VerificationToken).where(VerificationToken.expires <= now))
     devices = execute_counting(delete(DeviceRequest).where(DeviceRequest.expires <= now))
     logouts = execute_counting(delete(UsedLogoutToken).where(UsedLogoutToken.expires <= now))
+    challenges = execute_counting(delete(SpentChallenge).where(SpentChallenge.expires <= now))
     db.session.commit()
     counters = ratelimit.delete_finished_windows()
     click.echo(f"deleted {sessions} expired session(s)")
     click.echo(f"deleted {tokens} expired verification token(s)")
     click.echo(f"deleted {devices} expired device sign-in(s)")
     click.echo(f"deleted {logouts} remembered logout token(s)")
+    click.echo(f"deleted {challenges} spent passkey challenge(s)")
     click.echo(f"deleted {counters} finished rate-limit window(s)")
 
 
@@ -144,6 +156,34 @@ def revoke_provider_tokens(email: str, provider_id: str | None) -> None:
     click.echo(f"{confirmed} of {len(accounts)} account(s) revoked at the provider")
     if confirmed < len(accounts):
         raise SystemExit(1)
+
+
+mfa_cli = AppGroup("mfa", help="Second factors: authenticator apps, recovery codes, passkeys.")
+auth_cli.add_command(mfa_cli)
+
+
+@mfa_cli.command("reset")
+@click.option("--user", "email", required=True, help="Whose second factors (e-mail address).")
+def mfa_reset(email: str) -> None:
+    """Remove a user's authenticator app, recovery codes and passkeys (a lost phone), and
+    sign them out everywhere. They sign in again with e-mail or a linked provider."""
+    users = list(db.session.scalars(select(User).where(User.email == _address(email))))
+    if not users:
+        raise click.ClickException(f"no user with e-mail {email}")
+    lines = []
+    for user in users:
+        app = second_factor.authenticator_app(user.id) is not None
+        codes = two_factor.remove_all(user.id)
+        passkeys = execute_counting(delete(Authenticator).where(Authenticator.user_id == user.id))
+        sessions = execute_counting(delete(Session).where(Session.user_id == user.id))
+        lines.append(
+            f"user {user.id}: authenticator app {'removed' if app else 'none'}, "
+            f"{codes} recovery code(s), {passkeys} passkey(s) removed; "
+            f"{sessions} session(s) signed out"
+        )
+    db.session.commit()
+    for line in lines:
+        click.echo(line)
 
 
 @auth_cli.command("rotate-secrets")

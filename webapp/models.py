@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     DateTime,
     ForeignKey,
     Index,
@@ -223,8 +224,111 @@ class Session(db.Model):
         deferred=True,
         comment="Sealed ID token of the sign-in (AES-GCM under AUTH_SECRET), for id_token_hint",
     )
+    authenticated_at: Mapped[datetime | None] = mapped_column(
+        UTCDateTime,
+        comment="When the person last proved who they are here (NULL: at created_at)",
+    )
+    amr: Mapped[str | None] = mapped_column(
+        String(64),
+        comment="How they proved it, space-separated (RFC 8176 style: fed, pwd, otp, hwk, mfa)",
+    )
 
     user: Mapped[User] = relationship(back_populates="sessions")
+
+
+class Authenticator(db.Model):
+    """A passkey (WebAuthn credential) a user registered: a way to sign in, and a second
+    factor when it verified the person (``uv``). Only the public key is stored."""
+
+    __tablename__ = "authenticators"
+    __table_args__ = (
+        Index("ix_authenticators_user_id", "user_id"),
+        {"comment": "Passkeys (WebAuthn credentials); public keys only, nothing secret."},
+    )
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True)
+    user_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("users.id", ondelete="CASCADE"), nullable=False
+    )
+    credential_id: Mapped[str] = mapped_column(
+        String(1400), unique=True, nullable=False, comment="Credential id, base64url"
+    )
+    public_key: Mapped[str] = mapped_column(
+        Text, nullable=False, comment="COSE public key, base64url"
+    )
+    sign_count: Mapped[int] = mapped_column(
+        BigInteger, nullable=False, comment="Last signature counter seen (0: not kept)"
+    )
+    transports: Mapped[str | None] = mapped_column(
+        String(255), comment="Transports the authenticator named, space-separated"
+    )
+    backed_up: Mapped[bool] = mapped_column(
+        Boolean, nullable=False, comment="Synced to a cloud account (a synced passkey)"
+    )
+    device_type: Mapped[str] = mapped_column(
+        String(32), nullable=False, comment="single_device or multi_device"
+    )
+    aaguid: Mapped[str | None] = mapped_column(String(36), comment="Authenticator model id")
+    name: Mapped[str] = mapped_column(String(64), nullable=False, comment="Name the person gave")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, nullable=False)
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class TotpAuthenticator(db.Model):
+    """A user's authenticator app (TOTP, RFC 6238): on once ``confirmed_at`` is set."""
+
+    __tablename__ = "totp_authenticators"
+    __table_args__ = (
+        {"comment": "Authenticator apps (TOTP); the secret sealed, used time steps recorded."},
+    )
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True)
+    user_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("users.id", ondelete="CASCADE"), unique=True, nullable=False
+    )
+    secret: Mapped[str | None] = mapped_column(
+        SealedText("totp_authenticators.secret"),
+        comment="Sealed TOTP secret (AES-GCM under AUTH_SECRET)",
+    )
+    confirmed_at: Mapped[datetime | None] = mapped_column(
+        UTCDateTime, comment="When a right code turned it on (NULL: set-up not finished)"
+    )
+    last_used_step: Mapped[int | None] = mapped_column(
+        BigInteger, comment="Time step of the last accepted code; it and older are refused"
+    )
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, nullable=False)
+
+
+class RecoveryCode(db.Model):
+    """A single-use recovery code; only its SHA-256 is kept (80 random bits)."""
+
+    __tablename__ = "recovery_codes"
+    __table_args__ = (
+        UniqueConstraint("user_id", "code_hash", name="uq_recovery_codes_user_code"),
+        {"comment": "Recovery codes for the second factor; SHA-256 only, spent once."},
+    )
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True)
+    user_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("users.id", ondelete="CASCADE"), nullable=False
+    )
+    code_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    used_at: Mapped[datetime | None] = mapped_column(UTCDateTime, comment="NULL: still usable")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, nullable=False)
+
+
+class SpentChallenge(db.Model):
+    """A passkey challenge already checked once, kept until its cookie would have expired:
+    a challenge is single use on every worker and instance."""
+
+    __tablename__ = "spent_challenges"
+    __table_args__ = (
+        Index("ix_spent_challenges_expires", "expires"),
+        {"comment": "Passkey challenges already used (SHA-256); replays are refused."},
+    )
+
+    challenge_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    expires: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
 
 
 class UsedLogoutToken(db.Model):

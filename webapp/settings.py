@@ -155,6 +155,15 @@ class Settings:
     #: How recent a sign-in must be to change how someone signs in or to delete the
     #: account (a fresh proof of presence; AUTH_REAUTH_MAX_AGE).
     account_reauth_window: timedelta = timedelta(minutes=10)
+    #: Offer passkeys (provider ``passkey``, type ``webauthn``; AUTH_PASSKEYS).
+    passkeys: bool = False
+    #: A parent domain of AUTH_URL's host to register passkeys for (AUTH_PASSKEY_RP_ID), so
+    #: they work across that domain's sites; None: the site's own host.
+    passkey_rp_id: str | None = None
+    #: Wrong second-factor codes allowed per user per window (AUTH_SECOND_FACTOR_LIMIT).
+    second_factor_user_limit: RateLimit = RateLimit(5, timedelta(minutes=15))
+    #: Wrong second-factor codes allowed per client address per window.
+    second_factor_ip_limit: RateLimit = RateLimit(20, timedelta(minutes=15))
     #: Seconds to wait for a TCP connection to an identity provider.
     http_connect_timeout: float = 5.0
     #: Seconds to wait for an identity provider's answer once connected.
@@ -364,6 +373,17 @@ def load_settings(
         if not isinstance(provider.get("type"), str):
             raise ConfigError(f"{where}: type is required (oidc, oauth, email or credentials)")
 
+    passkeys = _parse_bool("AUTH_PASSKEYS", get("AUTH_PASSKEYS", "passkeys"))
+    rp_id = _opt_str(get("AUTH_PASSKEY_RP_ID", "passkey_rp_id"))
+    host = urlsplit(auth_url).hostname or ""
+    if rp_id is not None:
+        rp_id = rp_id.lower()
+        if host != rp_id and not host.endswith("." + rp_id):
+            raise ConfigError(
+                f"AUTH_PASSKEY_RP_ID {rp_id!r} must be AUTH_URL's host {host!r} or a parent "
+                "domain of it (browsers refuse any other)"
+            )
+
     pool_size = _parse_int("DB_POOL_SIZE", get("DB_POOL_SIZE"), Settings.db_pool_size, 1)
     max_overflow = _parse_int(
         "DB_MAX_OVERFLOW", get("DB_MAX_OVERFLOW"), Settings.db_max_overflow, 0
@@ -384,6 +404,10 @@ def load_settings(
         provider_configs=provider_configs,
         brand=brand,
         demo_credentials=demo,
+        passkeys=development if passkeys is None else passkeys,
+        passkey_rp_id=rp_id,
+        second_factor_user_limit=rate("AUTH_SECOND_FACTOR_LIMIT", "second_factor_user_limit"),
+        second_factor_ip_limit=rate("AUTH_SECOND_FACTOR_IP_LIMIT", "second_factor_ip_limit"),
         http_connect_timeout=_parse_seconds(
             "AUTH_HTTP_CONNECT_TIMEOUT",
             get("AUTH_HTTP_CONNECT_TIMEOUT", "http_connect_timeout"),

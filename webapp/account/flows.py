@@ -22,7 +22,15 @@ from webapp.auth.sessions import AuthSession, end_current_session
 from webapp.clock import utcnow
 from webapp.database import execute_counting
 from webapp.extensions import db
-from webapp.models import Account, Session, User, VerificationToken
+from webapp.models import (
+    Account,
+    Authenticator,
+    RecoveryCode,
+    Session,
+    TotpAuthenticator,
+    User,
+    VerificationToken,
+)
 
 #: Provider types a signed-in person can link with one button (a redirect round trip).
 LINKABLE_TYPES = frozenset({"oidc", "oauth"})
@@ -206,7 +214,7 @@ def unlink_account(*, user_id: int, account_id: int, current: AuthSession) -> Si
     methods would lock her out for good. The account's tokens are revoked at the provider
     first (a failure there does not stop the unlink).
     """
-    _require_recent(current)
+    require_recent(current)
     user = db.session.get(User, user_id)
     accounts = _accounts(user_id)
     account = next((a for a in accounts if a.id == account_id), None)
@@ -237,7 +245,11 @@ def end_session(*, user_id: int, session_id: int, current: AuthSession) -> bool:
 
 
 def end_other_sessions(*, user_id: int, current: AuthSession) -> int:
-    """Sign out every session of the user except this browser's; return how many ended."""
+    """Sign out every session of the user except this browser's; return how many ended.
+
+    Needs a recent sign-in: a thief's old cookie must not sign the owner out everywhere.
+    """
+    require_recent(current)
     return execute_counting(
         delete(Session).where(Session.user_id == user_id, Session.id != current.id)
     )
@@ -252,7 +264,7 @@ def delete_account(*, user_id: int, current: AuthSession, confirmation: str) -> 
     """
     if confirmation.strip() != DELETE_CONFIRMATION:
         raise AccountError(NOT_CONFIRMED, f"Type {DELETE_CONFIRMATION} to confirm.")
-    _require_recent(current)
+    require_recent(current)
     user = db.session.get(User, user_id)
     if user is None:
         raise AccountError(NOT_FOUND, "This account no longer exists.")
@@ -263,6 +275,8 @@ def delete_account(*, user_id: int, current: AuthSession, confirmation: str) -> 
     # depend on a connection's foreign-key setting (SQLite's is per connection).
     db.session.execute(delete(Session).where(Session.user_id == user_id))
     db.session.execute(delete(Account).where(Account.user_id == user_id))
+    for factor in (Authenticator, TotpAuthenticator, RecoveryCode):
+        db.session.execute(delete(factor).where(factor.user_id == user_id))
     if user.email:
         db.session.execute(
             delete(VerificationToken).where(VerificationToken.identifier == user.email)
@@ -270,7 +284,8 @@ def delete_account(*, user_id: int, current: AuthSession, confirmation: str) -> 
     db.session.execute(delete(User).where(User.id == user_id))
 
 
-def _require_recent(current: AuthSession) -> None:
+def require_recent(current: AuthSession) -> None:
+    """Refuse with ``REAUTH_REQUIRED`` unless the session proved itself recently."""
     if not reauth.is_recent(current):
         raise AccountError(
             REAUTH_REQUIRED,

@@ -27,9 +27,10 @@ from flask.typing import ResponseReturnValue
 from flask_login import current_user
 
 from webapp import transactions
-from webapp.account import flows
+from webapp.account import flows, two_factor
 from webapp.auth import reauth
 from webapp.auth.errors import AccountError
+from webapp.auth.flows.second_factor import TooManyCodes, WrongCode, step_up_with_code
 from webapp.auth.redirects import is_safe_callback_url
 from webapp.auth.sessions import AuthSession, current_session
 from webapp.caching import mark_personal
@@ -42,6 +43,7 @@ bp.before_request(mark_personal)
 #: The template of each section an action can re-render.
 SECTIONS = {
     "accounts": "account/_accounts.html",
+    "two-factor": "account/_two_factor.html",
     "sessions": "account/_sessions.html",
     "delete": "account/_delete.html",
 }
@@ -91,21 +93,37 @@ def overview() -> str:
         category, _, section = kind.partition(" ")
         if section:
             notices[section] = {"text": text, "category": category}
-    return render_template("account/index.html", view=view, notices=notices)
+    return render_template(
+        "account/index.html",
+        view=view,
+        notices=notices,
+        two_factor=two_factor.status(current_user.id),
+    )
 
 
 @bp.get("/account/confirm")
 @browser_session_required
 def confirm() -> str:
-    """Ask for a fresh sign-in with a method the user already has, then go to ``next``."""
-    next_path = request.args.get("next", "")
+    """Ask for a fresh proof of presence (a second-factor code, a passkey, or a sign-in
+    with a method the user already has), then go to ``next``."""
+    return _confirm_page(_confirm_next(), None)
+
+
+def _confirm_next() -> str:
+    next_path = request.values.get("next", "")
     if not is_safe_callback_url(next_path) or not next_path.startswith("/"):
         next_path = url_for("account.overview")
+    return next_path
+
+
+def _confirm_page(next_path: str, problem: str | None) -> str:
     return render_template(
         "account/confirm.html",
         methods=flows.confirmation_methods(user_id=current_user.id),
+        factors=two_factor.status(current_user.id),
         next_path=next_path,
         minutes=reauth.window_minutes(),
+        problem=problem,
     )
 
 
@@ -158,7 +176,75 @@ def end_others() -> ResponseReturnValue:
         count = flows.end_other_sessions(user_id=current_user.id, current=_session())
         return Done(f"Signed out {count} other session{'' if count == 1 else 's'}.")
 
-    return _respond("sessions", action)
+    return _respond("sessions", action, again=url_for("account.overview", _anchor="sessions"))
+
+
+@bp.get("/account/two-factor")
+@browser_session_required
+def two_factor_setup() -> ResponseReturnValue:
+    """Step one of turning on two-step verification: the key, as text, link and QR code."""
+    try:
+        setup = two_factor.begin_setup(user_id=current_user.id, current=_session())
+    except AccountError as exc:
+        return _refused(exc, "two-factor", again=url_for("account.two_factor_setup"))
+    return render_template("account/two_factor_setup.html", setup=setup, problem=None)
+
+
+@bp.post("/account/two-factor")
+@browser_session_required
+def two_factor_confirm() -> ResponseReturnValue:
+    """Step two: a right code from the app turns it on and shows the recovery codes once."""
+    try:
+        codes = two_factor.confirm_setup(
+            user_id=current_user.id, current=_session(), code=request.form.get("code", "")
+        )
+    except AccountError as exc:
+        transactions.discard()
+        if exc.code != two_factor.WRONG_CODE:
+            return _refused(exc, "two-factor", again=url_for("account.two_factor_setup"))
+        setup = two_factor.begin_setup(user_id=current_user.id, current=_session())
+        page = render_template("account/two_factor_setup.html", setup=setup, problem=exc.message)
+        return page, 400
+    return render_template("account/two_factor_codes.html", codes=codes, first_time=True)
+
+
+@bp.post("/account/two-factor/recovery-codes")
+@browser_session_required
+def two_factor_new_codes() -> ResponseReturnValue:
+    try:
+        codes = two_factor.new_recovery_codes(user_id=current_user.id, current=_session())
+    except AccountError as exc:
+        transactions.discard()
+        return _refused(exc, "two-factor", again=url_for("account.overview", _anchor="two-factor"))
+    return render_template("account/two_factor_codes.html", codes=codes, first_time=False)
+
+
+@bp.post("/account/two-factor/off")
+@browser_session_required
+def two_factor_off() -> ResponseReturnValue:
+    def action() -> Done:
+        two_factor.turn_off(user_id=current_user.id, current=_session())
+        return Done("Two-step verification is off; your recovery codes no longer work.")
+
+    return _respond("two-factor", action, again=url_for("account.overview", _anchor="two-factor"))
+
+
+@bp.post("/account/confirm")
+@browser_session_required
+def confirm_with_code() -> ResponseReturnValue:
+    """Confirm it is you with the authenticator app's code, then go on to ``next``."""
+    next_path = _confirm_next()
+    try:
+        step_up_with_code(_session(), request.form.get("code", ""))
+    except (WrongCode, TooManyCodes) as exc:
+        transactions.discard()
+        problem = (
+            "That code is not right. Try again."
+            if isinstance(exc, WrongCode)
+            else "Too many wrong codes. Wait 15 minutes, or confirm another way."
+        )
+        return _confirm_page(next_path, problem), 400 if isinstance(exc, WrongCode) else 429
+    return redirect(next_path, code=303)
 
 
 @bp.post("/account/delete")
@@ -184,12 +270,7 @@ def _respond(
         done = action()
     except AccountError as exc:
         transactions.discard()
-        if exc.code == flows.REAUTH_REQUIRED and again is not None:
-            target = reauth.confirm_url(again)
-            if _is_htmx():
-                return Response(status=204, headers={"HX-Redirect": target})
-            return redirect(target, code=303)
-        return _answer(section, exc.message, "error")
+        return _refused(exc, section, again=again)
     if done.signed_out:
         flash(done.message, "success")
         home = url_for("pages.index")
@@ -200,11 +281,25 @@ def _respond(
     return _answer(section, done.message, "success")
 
 
+def _refused(exc: AccountError, section: str, *, again: str | None) -> ResponseReturnValue:
+    """Answer a refused action: to the confirmation page when it needs a recent sign-in
+    (then back to ``again``), else the section with the message."""
+    if exc.code == flows.REAUTH_REQUIRED and again is not None:
+        target = reauth.confirm_url(again)
+        if _is_htmx():
+            return Response(status=204, headers={"HX-Redirect": target})
+        return redirect(target, code=303)
+    return _answer(section, exc.message, "error")
+
+
 def _answer(section: str, message: str, category: str) -> ResponseReturnValue:
     if not _is_htmx():
         flash(message, f"{category} {section}")
         return redirect(url_for("account.overview", _anchor=section), code=303)
     view = flows.account_overview(user_id=current_user.id, session=_session())
     return render_template(
-        SECTIONS[section], view=view, notice={"text": message, "category": category}
+        SECTIONS[section],
+        view=view,
+        two_factor=two_factor.status(current_user.id),
+        notice={"text": message, "category": category},
     )

@@ -132,6 +132,20 @@ CODES: dict[str, Code] = {
         "for a limited time.",
         "Request a new link from the sign-in page.",
     ),
+    "SecondFactorExpired": Code(
+        SIGNIN_PAGE,
+        200,
+        "Sign-in was not finished in time",
+        "The second step of your sign-in expired or was started in another browser.",
+        "Sign in again; you will be asked for your code straight after.",
+    ),
+    "SecondFactorThrottled": Code(
+        SIGNIN_PAGE,
+        200,
+        "Too many wrong codes",
+        "For your safety, sign-in with a code is paused for this account for a while.",
+        "Wait 15 minutes, then sign in again. A recovery code works in place of the app.",
+    ),
     "Configuration": Code(
         ERROR_PAGE,
         500,
@@ -154,6 +168,27 @@ CODES: dict[str, Code] = {
         "Your only way to sign in",
         "This is your only way to sign in, so it cannot be removed.",
         "Link another provider first.",
+    ),
+    "WrongCode": Code(
+        ACCOUNT,
+        400,
+        "That code is not right",
+        "The code did not match your authenticator app.",
+        "Check the app's clock and enter the code it shows now.",
+    ),
+    "TwoFactorAlreadyOn": Code(
+        ACCOUNT,
+        409,
+        "Two-step verification is already on",
+        "Two-step verification is already on for your account.",
+        "Turn it off first to move it to another app.",
+    ),
+    "TwoFactorNotOn": Code(
+        ACCOUNT,
+        409,
+        "Two-step verification is not on",
+        "Two-step verification is not on for your account.",
+        "Set up an authenticator app first.",
     ),
     "RecentSignInRequired": Code(
         ACCOUNT,

@@ -71,20 +71,29 @@ def admit(checks: Sequence[tuple[str, RateLimit]]) -> Counted | None:
     return counted
 
 
-def release(checks: Sequence[tuple[str, RateLimit]]) -> None:
-    """Take back one event from each counter (in its current window), never below zero."""
+def release(checks: Sequence[tuple[str, RateLimit]], *, with_request: bool = False) -> None:
+    """Take back one event from each counter (in its current window), never below zero.
+
+    ``with_request``: in the request's transaction, for a flow that has written already
+    (SQLite has one writer: a connection of its own would wait for the request's). The
+    attempt then stays counted if the request's writes are discarded.
+    """
     for key, limit in checks:
         start, _ = _window(limit, utcnow())
-        with db.engine.begin() as conn:
-            conn.execute(
-                update(RateLimitCounter)
-                .where(
-                    RateLimitCounter.key == key,
-                    RateLimitCounter.window_start == start,
-                    RateLimitCounter.count > 0,
-                )
-                .values(count=RateLimitCounter.count - 1)
+        statement = (
+            update(RateLimitCounter)
+            .where(
+                RateLimitCounter.key == key,
+                RateLimitCounter.window_start == start,
+                RateLimitCounter.count > 0,
             )
+            .values(count=RateLimitCounter.count - 1)
+        )
+        if with_request:
+            db.session.execute(statement)
+            continue
+        with db.engine.begin() as conn:
+            conn.execute(statement)
 
 
 def identifier_hash(identifier: str) -> str:

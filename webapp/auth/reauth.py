@@ -24,8 +24,9 @@ CONFIRM_PATH = "/account/confirm"
 
 
 def is_recent(session: AuthSession) -> bool:
-    """Whether ``session`` was created within the re-authentication window."""
-    return utcnow() - session.created_at <= current_settings().account_reauth_window
+    """Whether the person proved who they are in ``session`` within the window (its sign-in,
+    or a later confirmation with a second factor)."""
+    return utcnow() - session.authenticated_at <= current_settings().account_reauth_window
 
 
 def window_minutes() -> int:

@@ -16,13 +16,14 @@ from sqlalchemy import Text, and_, not_, or_, select, type_coerce, update
 
 from webapp import sealing
 from webapp.extensions import db
-from webapp.models import Account, DeviceRequest, Session
+from webapp.models import Account, DeviceRequest, Session, TotpAuthenticator
 
 #: Every column sealed at rest, by table.
 SEALED_AT_REST: dict[Any, tuple[str, ...]] = {
     Account: ("access_token", "refresh_token", "id_token"),
     Session: ("id_token",),
     DeviceRequest: ("device_code",),
+    TotpAuthenticator: ("secret",),
 }
 
 

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from flask import g, request
@@ -58,6 +59,8 @@ class AuthSession:
     expires: datetime
     created_at: datetime
     provider: str | None
+    #: When the person last proved who they are in this session (sign-in or step-up).
+    authenticated_at: datetime
 
 
 def new_token() -> str:
@@ -77,6 +80,7 @@ _READ = HotSelect(
         Session.created_at,
         Session.last_active_at,
         Session.provider,
+        Session.authenticated_at,
         User.id.label("user_id"),
         User.name,
         User.email,
@@ -121,7 +125,15 @@ def read_session(token: str) -> tuple[AuthSession | None, bool]:
             update(Session).where(Session.id == row.id).values(expires=expires, last_active_at=now)
         )
     user = AuthUser(id=row.user_id, name=row.name, email=row.email, image=row.image)
-    session = AuthSession(row.id, user, expires, row.created_at, row.provider)
+    session = AuthSession(
+        row.id,
+        user,
+        expires,
+        row.created_at,
+        row.provider,
+        # Rows from before migration 0006 have none: they proved it at their sign-in.
+        row.authenticated_at or row.created_at,
+    )
     return session, extended
 
 
@@ -179,9 +191,16 @@ class ProviderSession:
 
 
 def create_session(
-    user_id: int, *, provider: str | None, provider_session: ProviderSession | None = None
+    user_id: int,
+    *,
+    provider: str | None,
+    amr: Sequence[str],
+    provider_session: ProviderSession | None = None,
 ) -> AuthSession:
     """Create a session row for ``user_id`` and queue its cookie (committed with the request).
+
+    ``amr`` says how the person proved who they are (``flows.finish``); the session counts
+    as authenticated now.
 
     The user's live sessions beyond ``max_sessions_per_user`` are ended (see
     ``_end_least_recently_used``), in the caller's transaction.
@@ -199,6 +218,8 @@ def create_session(
             expires=expires,
             created_at=now,
             last_active_at=now,
+            authenticated_at=now,
+            amr=" ".join(amr),
             ip=request.remote_addr,
             user_agent=user_agent,
             provider=provider,
@@ -218,9 +239,21 @@ def create_session(
         expires,
         now,
         provider,
+        now,
     )
     g.auth_session = session
     return session
+
+
+def record_authentication(session: AuthSession, amr: Sequence[str]) -> None:
+    """Record that the person just proved who they are again in ``session`` (a step-up),
+    in the caller's transaction."""
+    db.session.execute(
+        update(Session)
+        .where(Session.id == session.id)
+        .values(authenticated_at=utcnow(), amr=" ".join(amr))
+    )
+    g.auth_session = replace(session, authenticated_at=utcnow())
 
 
 def _end_least_recently_used(user_id: int, *, keep: int, limit: int, now: datetime) -> None:

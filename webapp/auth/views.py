@@ -31,6 +31,7 @@ from webapp.auth.flows.device import (
     start_device_signin,
 )
 from webapp.auth.flows.provider_tokens import provider_token
+from webapp.auth.flows.second_factor import WrongCode, current_challenge, pass_with_code
 from webapp.auth.flows.signout import finish_provider_logout, sign_out, signs_out_at_provider
 from webapp.auth.hooks import current_hooks, session_read
 from webapp.auth.oauth.logout_token import InvalidLogoutToken
@@ -224,6 +225,25 @@ def device_status(provider_id: str) -> Response | str | tuple[str, int, dict[str
         return render_template("auth/_device_status.html", prompt=outcome)
     html = render_template("auth/_device_card.html", prompt=None, ended=ended)
     return html, 200, {"HX-Retarget": "#device-card", "HX-Reswap": "outerHTML"}
+
+
+@bp.get("/second-factor", provide_automatic_options=False)
+def second_factor_page() -> str:
+    return render_template("auth/second_factor.html", challenge=current_challenge(), problem=None)
+
+
+@bp.post("/second-factor", provide_automatic_options=False)
+def second_factor_submit() -> Response | tuple[str, int]:
+    try:
+        return send_to(pass_with_code(request.form.get("code", "")))
+    except WrongCode:
+        transactions.discard()
+        page = render_template(
+            "auth/second_factor.html",
+            challenge=current_challenge(),
+            problem={"code": "WrongCode", "message": "That code is not right. Try again."},
+        )
+        return page, 400
 
 
 @bp.get("/verify-request", provide_automatic_options=False)

@@ -61,7 +61,13 @@ def complete_credentials_signin(
         allow_email_linking=True,
         create_error="CredentialsSignin",
     )
-    return finish_signin(resolved, provider=provider_id, callback_url=callback_url)
+    return finish_signin(
+        resolved.user,
+        is_new_user=resolved.is_new_user,
+        provider=provider_id,
+        amr=("pwd",),
+        callback_url=callback_url,
+    )
 
 
 def _address(value: str | None) -> str | None:

@@ -240,7 +240,11 @@ def _sign_in(
     cookies.clear_cookie(browser_cookie_name(), path=_browser_cookie_path())
     known_browsers.remember(ratelimit.identifier_hash(address))
     return finish_signin(
-        resolved, provider=provider_id, callback_url=spent.callback_url or callback_url
+        resolved.user,
+        is_new_user=resolved.is_new_user,
+        provider=provider_id,
+        amr=("email",),
+        callback_url=spent.callback_url or callback_url,
     )
 
 

@@ -29,6 +29,7 @@ from webapp.auth.oauth import checks
 from webapp.auth.oauth.client import OAuthClient
 from webapp.auth.oauth.id_token import InvalidIDToken, validate
 from webapp.auth.oauth.metadata import ProviderUnavailable
+from webapp.auth.second_factor import MFA
 from webapp.auth.sessions import ProviderSession, current_session
 
 #: Parameters the flow sets itself; the same names on the POST URL are ignored.
@@ -152,12 +153,31 @@ def sign_in_with_token(
         tokens=account_columns(token),
     )
     return finish_signin(
-        resolved,
+        resolved.user,
+        is_new_user=resolved.is_new_user,
         provider=client.id,
+        amr=_amr(client, claims),
         callback_url=callback_url,
         profile=profile,
         provider_session=_provider_session(claims, token),
     )
+
+
+#: ``amr`` values (RFC 8176) by which an identity provider says it checked a second factor.
+PROVIDER_MFA = frozenset({"mfa", "mca", "hwk", "otp", "sc", "pop"})
+
+
+def _amr(client: OAuthClient, claims: Mapping[str, Any]) -> tuple[str, ...]:
+    """How the person proved who they are: at the provider (``fed``), and with two factors
+    there when the provider says so and ``trust_provider_mfa`` is on (never by default)."""
+    said = claims.get("amr")
+    if (
+        client.config.trust_provider_mfa
+        and isinstance(said, list)
+        and PROVIDER_MFA.intersection(v for v in said if isinstance(v, str))
+    ):
+        return ("fed", MFA)
+    return ("fed",)
 
 
 def _provider_session(

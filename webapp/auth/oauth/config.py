@@ -39,6 +39,7 @@ _FIELDS = frozenset(
         "backchannel_logout",
         "device_authorization_endpoint",
         "device_flow",
+        "trust_provider_mfa",
         "accept_bearer_tokens",
         "bearer_tokens",
         "bearer_token_audiences",
@@ -96,6 +97,8 @@ class OAuthConfig:
     device_authorization_endpoint: str | None = None
     #: Offer sign-in with the device authorization grant (RFC 8628) at ``device``.
     device_flow: bool = False
+    #: Accept the ID token's ``amr`` (mfa, hwk, otp, …) as our second factor (oidc only).
+    trust_provider_mfa: bool = False
     #: How ``Authorization: Bearer`` tokens from this provider are checked (None: refused).
     bearer_tokens: str | None = None
     #: What a bearer token's ``aud`` (or introspected ``client_id``) must name; default
@@ -229,11 +232,14 @@ def parse_config(entry: Mapping[str, Any]) -> OAuthConfig:
         raise ConfigError(f"{where}: logout must be rp-initiated (or left out)")
     backchannel_logout = flag("backchannel_logout")
     device_flow = flag("device_flow")
+    trust_provider_mfa = flag("trust_provider_mfa")
     if kind == "oauth":
         # Only an OpenID Connect provider's discovery can name these endpoints; and only
         # its ID tokens carry what back-channel logout needs (sub, sid, keys to check).
         if backchannel_logout:
             raise ConfigError(f"{where}: backchannel_logout needs type oidc")
+        if trust_provider_mfa:
+            raise ConfigError(f"{where}: trust_provider_mfa needs type oidc (an ID token's amr)")
         for enabled, needed in (
             (logout is not None, "end_session_endpoint"),
             (device_flow, "device_authorization_endpoint"),
@@ -276,6 +282,7 @@ def parse_config(entry: Mapping[str, Any]) -> OAuthConfig:
         logout=logout,
         backchannel_logout=backchannel_logout,
         device_flow=device_flow,
+        trust_provider_mfa=trust_provider_mfa,
         bearer_tokens=bearer_tokens,
         bearer_token_audiences=tuple(audiences),
         allow_insecure=allow_insecure,

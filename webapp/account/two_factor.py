@@ -1,0 +1,128 @@
+"""Two-step verification for the account area: turn the authenticator app on and off,
+replace recovery codes, and confirm it is you with a code (step-up).
+
+Like ``account.flows``: plain values in, ``AccountError`` out, nothing committed here.
+Every change needs a recent sign-in (``reauth``): with a stolen session cookie alone, an
+attacker must neither plant their own authenticator nor remove the owner's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import delete, select
+
+from webapp.account.flows import NOT_FOUND, require_recent
+from webapp.auth import recovery_codes, second_factor, totp
+from webapp.auth.errors import AccountError
+from webapp.auth.sessions import AuthSession
+from webapp.clock import utcnow
+from webapp.extensions import db
+from webapp.models import Authenticator, TotpAuthenticator, User
+from webapp.settings import current_settings
+
+ALREADY_ON = "TwoFactorAlreadyOn"
+NOT_ON = "TwoFactorNotOn"
+WRONG_CODE = "WrongCode"
+#: A set-up page reloaded within this shows the same key (the app may have it already).
+SETUP_REUSE = timedelta(minutes=15)
+
+
+@dataclass(frozen=True)
+class Status:
+    """What the account page says about two-step verification."""
+
+    on_since: datetime | None
+    recovery_codes_left: int
+    passkeys: int
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What the set-up page shows: the key as text, and as a link (and its QR code)."""
+
+    key: str
+    uri: str
+
+
+def status(user_id: int) -> Status:
+    app = second_factor.authenticator_app(user_id)
+    passkeys = db.session.execute(
+        select(db.func.count()).select_from(Authenticator).where(Authenticator.user_id == user_id)
+    ).scalar_one()
+    return Status(
+        on_since=app.confirmed_at if app else None,
+        recovery_codes_left=recovery_codes.remaining(user_id) if app else 0,
+        passkeys=int(passkeys),
+    )
+
+
+def begin_setup(*, user_id: int, current: AuthSession) -> Setup:
+    """Create (or, on a reload, reuse) the key of an authenticator app not yet confirmed."""
+    require_recent(current)
+    user = _user(user_id)
+    row = _setup_row(user_id)
+    if row is not None and row.confirmed_at is not None:
+        raise AccountError(ALREADY_ON, "Two-step verification is already on.")
+    if row is None or row.secret is None or row.created_at + SETUP_REUSE < utcnow():
+        if row is not None:
+            db.session.delete(row)
+            db.session.flush()
+        row = TotpAuthenticator(user_id=user_id, secret=totp.new_secret(), created_at=utcnow())
+        db.session.add(row)
+    assert row.secret is not None
+    uri = totp.provisioning_uri(
+        row.secret,
+        account=user.email or str(user.name or user.id),
+        issuer=current_settings().brand.name,
+    )
+    return Setup(key=totp.grouped(row.secret), uri=uri)
+
+
+def confirm_setup(*, user_id: int, current: AuthSession, code: str) -> list[str]:
+    """Turn the authenticator app on with a right code from it; return the new recovery
+    codes (shown once). The session counts as having passed both factors."""
+    require_recent(current)
+    row = _setup_row(user_id)
+    if row is None or row.confirmed_at is not None:
+        raise AccountError(NOT_ON, "Start the set-up again: that key is no longer waiting.")
+    if not totp.spend(row, code[:64]):
+        raise AccountError(WRONG_CODE, "That code is not right. Check the app and try again.")
+    row.confirmed_at = utcnow()
+    return recovery_codes.replace_codes(user_id)
+
+
+def turn_off(*, user_id: int, current: AuthSession) -> None:
+    """Remove the authenticator app and the recovery codes."""
+    require_recent(current)
+    if second_factor.authenticator_app(user_id) is None:
+        raise AccountError(NOT_ON, "Two-step verification is not on.")
+    remove_all(user_id)
+
+
+def new_recovery_codes(*, user_id: int, current: AuthSession) -> list[str]:
+    """Replace the recovery codes (the old ones stop working); return the new ones."""
+    require_recent(current)
+    if second_factor.authenticator_app(user_id) is None:
+        raise AccountError(NOT_ON, "Turn on two-step verification first.")
+    return recovery_codes.replace_codes(user_id)
+
+
+def remove_all(user_id: int) -> int:
+    """Delete the user's authenticator app and recovery codes; return how many codes went."""
+    db.session.execute(delete(TotpAuthenticator).where(TotpAuthenticator.user_id == user_id))
+    return recovery_codes.remove(user_id)
+
+
+def _setup_row(user_id: int) -> TotpAuthenticator | None:
+    return db.session.execute(
+        select(TotpAuthenticator).where(TotpAuthenticator.user_id == user_id)
+    ).scalar_one_or_none()
+
+
+def _user(user_id: int) -> User:
+    user = db.session.get(User, user_id)
+    if user is None:
+        raise AccountError(NOT_FOUND, "This account no longer exists.")
+    return user

@@ -1,0 +1,124 @@
+"""Passing the second factor: a pending sign-in becomes a session, a session proves itself
+again (step-up).
+
+Wrong codes are counted before they are checked (``ratelimit.admit``), per user and per
+client address, in the shared database counters; once a limit is reached the pending
+sign-in is dropped and the person starts again (and stays throttled for the window). A
+right code does not count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flask import request
+from sqlalchemy import select
+
+from webapp.auth import pending_signin, ratelimit, second_factor
+from webapp.auth.errors import AuthError
+from webapp.auth.flows.finish import start_session
+from webapp.auth.pending_signin import Signin
+from webapp.auth.sessions import AuthSession, record_authentication
+from webapp.extensions import db
+from webapp.models import Authenticator, User
+from webapp.settings import current_settings
+
+
+class WrongCode(Exception):
+    """The code was not the user's; the person may try again."""
+
+
+class TooManyCodes(Exception):
+    """Too many wrong codes for this user or client address; wait for the window to end."""
+
+
+@dataclass(frozen=True)
+class Challenge:
+    """What the second-factor page offers for a pending sign-in."""
+
+    signin: Signin
+    #: The user has a passkey: "Use a passkey" is offered.
+    has_passkey: bool
+
+
+def current_challenge() -> Challenge:
+    """Return this browser's pending sign-in; ``SecondFactorExpired`` when there is none."""
+    signin = _pending()
+    has_passkey = db.session.execute(
+        select(Authenticator.id).where(Authenticator.user_id == signin.user_id).limit(1)
+    ).first()
+    return Challenge(signin, has_passkey is not None)
+
+
+def pass_with_code(code: str) -> str:
+    """Check ``code`` (TOTP or recovery code) for the pending sign-in and start its session;
+    return where the browser goes. Raises ``WrongCode`` or ``AuthError``."""
+    signin = pending_signin.pending()
+    if signin is None:
+        raise AuthError("SecondFactorExpired", "no pending sign-in in this browser")
+    try:
+        factor = _check(signin.user_id, code, recovery=True)
+    except TooManyCodes:
+        pending_signin.drop()
+        raise AuthError(
+            "SecondFactorThrottled", f"user {signin.user_id}: too many wrong codes"
+        ) from None
+    return start_session(_with(signin, factor))
+
+
+def pass_with_passkey(signin: Signin) -> str:
+    """Start the session of ``signin`` with a passkey of its user as the second factor."""
+    return start_session(_with(signin, "hwk"))
+
+
+def step_up_with_code(session: AuthSession, code: str) -> None:
+    """Confirm it is the session's person with their authenticator app's code (recovery
+    codes are for a lost phone at sign-in, not spent on confirmations). Raises ``WrongCode``
+    or ``TooManyCodes``."""
+    factor = _check(session.user.id, code, recovery=False)
+    record_authentication(session, (factor, second_factor.MFA))
+
+
+def _pending() -> Signin:
+    signin = pending_signin.pending()
+    if signin is None or db.session.get(User, signin.user_id) is None:
+        pending_signin.drop()
+        raise AuthError("SecondFactorExpired", "no pending sign-in in this browser")
+    return signin
+
+
+def _with(signin: Signin, factor: str) -> Signin:
+    return Signin(
+        user_id=signin.user_id,
+        provider=signin.provider,
+        callback_url=signin.callback_url,
+        amr=second_factor.with_factor(signin.amr, factor),
+        is_new_user=signin.is_new_user,
+        provider_session=signin.provider_session,
+    )
+
+
+def _check(user_id: int, code: str, *, recovery: bool) -> str:
+    """Count the attempt, then check the code; a right one gives its count back. Counted
+    before the request's first database use (SQLite: the request then holds the write
+    lock the counter would wait for)."""
+    conf = current_settings()
+    counted = ratelimit.admit(
+        [
+            (f"second-factor-user:{user_id}", conf.second_factor_user_limit),
+            (
+                f"second-factor-ip:{ratelimit.client_network(request.remote_addr)}",
+                conf.second_factor_ip_limit,
+            ),
+        ]
+    )
+    if counted is None:
+        raise TooManyCodes()
+    if db.session.get(User, user_id) is None:
+        pending_signin.drop()
+        raise AuthError("SecondFactorExpired", f"user {user_id} no longer exists")
+    factor = second_factor.check_code(user_id, code[:64], recovery=recovery)
+    if factor is None:
+        raise WrongCode()
+    ratelimit.release(counted, with_request=True)
+    return factor

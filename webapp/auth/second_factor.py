@@ -1,0 +1,53 @@
+"""Second factors: whether a user has one, and checking a code against them.
+
+A user has a second factor once an authenticator app (TOTP) is confirmed; its recovery
+codes stand in for it, and a passkey (``flows.passkey``) is accepted in its place. A
+passkey alone does not turn two-step verification on: it is a way to sign in, and with
+user verification it is both factors at once.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+
+from webapp.auth import recovery_codes, totp
+from webapp.extensions import db
+from webapp.models import TotpAuthenticator
+
+#: What a code proved, for a session's ``amr``.
+OTP = "otp"
+RECOVERY_CODE = "rec"
+#: In ``amr``: two factors were checked (ours, or the identity provider's when trusted).
+MFA = "mfa"
+
+
+def authenticator_app(user_id: int) -> TotpAuthenticator | None:
+    """Return the user's confirmed authenticator app, or None."""
+    return db.session.execute(
+        select(TotpAuthenticator).where(
+            TotpAuthenticator.user_id == user_id, TotpAuthenticator.confirmed_at.is_not(None)
+        )
+    ).scalar_one_or_none()
+
+
+def has_second_factor(user_id: int) -> bool:
+    return authenticator_app(user_id) is not None
+
+
+def check_code(user_id: int, code: str, *, recovery: bool = True) -> str | None:
+    """Spend ``code`` as the user's TOTP code or (``recovery``) one of their recovery codes,
+    in the caller's transaction; return what it proved (``OTP``, ``RECOVERY_CODE``) or None.
+    """
+    app = authenticator_app(user_id)
+    if app is None:
+        return None
+    if totp.normalise_code(code) is not None:
+        return OTP if totp.spend(app, code) else None
+    if recovery and recovery_codes.spend(user_id, code):
+        return RECOVERY_CODE
+    return None
+
+
+def with_factor(amr: tuple[str, ...], factor: str) -> tuple[str, ...]:
+    """Return ``amr`` with ``factor`` added and marked as two factors."""
+    return tuple(dict.fromkeys((*amr, factor, MFA)))
