@@ -6,11 +6,12 @@ from __future__ import annotations
 import click
 from flask import current_app, g
 from flask.cli import AppGroup
+from flask.ctx import RequestContext
 from sqlalchemy import delete, select
 
 from webapp import logsafe, transactions
 from webapp.account import two_factor
-from webapp.auth import cookies, ratelimit, second_factor, urls
+from webapp.auth import cookies, pending_signin, ratelimit, second_factor, urls
 from webapp.auth.addresses import InvalidAddress, normalize_email
 from webapp.auth.errors import AuthError
 from webapp.auth.flows.device import (
@@ -21,8 +22,9 @@ from webapp.auth.flows.device import (
 )
 from webapp.auth.flows.oauth import sign_in_with_token
 from webapp.auth.flows.provider_tokens import revoke_tokens
+from webapp.auth.flows.second_factor import WrongCode, pass_with_code
 from webapp.auth.resealing import reseal
-from webapp.auth.sessions import delete_expired
+from webapp.auth.sessions import AuthSession, delete_expired
 from webapp.clock import utcnow
 from webapp.database import execute_counting
 from webapp.extensions import db
@@ -233,11 +235,7 @@ def device_login(provider_id: str, qr: bool, print_cookie: bool) -> None:
             print_qr(code.verification_uri_complete)
     click.echo(f"Waiting for approval (the code expires in {code.expires_in} s)...")
     # A sign-in is a request's work (cookies, the sign-in hook, the commit): run it as one.
-    with current_app.test_request_context(
-        base_url=urls.base_url(),
-        headers={"User-Agent": "flask auth device-login"},
-        environ_base={"REMOTE_ADDR": "127.0.0.1"},
-    ):
+    with _sign_in_request():
         try:
             token = wait_for_approval(client, code)
             sign_in_with_token(client, token, nonce=None, form={}, callback_url=None)
@@ -246,14 +244,43 @@ def device_login(provider_id: str, qr: bool, print_cookie: bool) -> None:
         except AuthError as exc:
             transactions.discard()
             raise click.ClickException(f"sign-in refused: {exc.code}") from None
-        session = g.get("auth_session")
-        if session is None:
-            raise click.ClickException("the sign-in hook sent this sign-in elsewhere")
-        cookie = cookies.pending(cookies.session_cookie_name())
-        transactions.commit()
+        session, cookie, held = _signed_in()
+    if held is not None:
+        # Two-step verification: the second factor, as the browser's second-factor page.
+        answer = click.prompt("Code from your authenticator app (or a recovery code)")
+        with _sign_in_request({pending_signin.cookie_name(): held}):
+            try:
+                pass_with_code(answer)
+            except (WrongCode, AuthError) as exc:
+                transactions.discard()
+                why = exc.code if isinstance(exc, AuthError) else "that code is not right"
+                raise click.ClickException(f"sign-in refused: {why}") from None
+            session, cookie, _ = _signed_in()
+    if session is None:
+        raise click.ClickException("the sign-in hook sent this sign-in elsewhere")
     click.echo(f"Signed in: session {session.id} of user {session.user.id}")
     if print_cookie and cookie is not None:
         click.echo(f"{cookies.session_cookie_name()}={cookie}")
+
+
+def _sign_in_request(with_cookies: dict[str, str] | None = None) -> RequestContext:
+    """A request context for a terminal sign-in (from loopback, with ``with_cookies``)."""
+    header = "; ".join(f"{name}={value}" for name, value in (with_cookies or {}).items())
+    return current_app.test_request_context(
+        base_url=urls.base_url(),
+        headers={"User-Agent": "flask auth device-login", **({"Cookie": header} if header else {})},
+        environ_base={"REMOTE_ADDR": "127.0.0.1"},
+    )
+
+
+def _signed_in() -> tuple[AuthSession | None, str | None, str | None]:
+    """Commit the sign-in request's work; return its session, session cookie and, when it
+    waits for a second factor, the pending sign-in's cookie."""
+    session = g.get("auth_session")
+    cookie = cookies.pending(cookies.session_cookie_name())
+    held = cookies.pending(pending_signin.cookie_name())
+    transactions.commit()
+    return session, cookie, held
 
 
 def _address(email: str) -> str:

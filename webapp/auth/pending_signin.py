@@ -36,7 +36,7 @@ class Signin:
     provider_session: ProviderSession | None = None
 
 
-def _name() -> str:
+def cookie_name() -> str:
     return cookies.cookie_name(COOKIE)
 
 
@@ -54,7 +54,7 @@ def hold(signin: Signin) -> None:
         }
     )
     cookies.set_cookie(
-        _name(),
+        cookie_name(),
         sealed_cookies.seal(value, purpose=_PURPOSE, bound_to=_PURPOSE, max_age=MAX_AGE),
         max_age=MAX_AGE,
     )
@@ -62,7 +62,7 @@ def hold(signin: Signin) -> None:
 
 def pending() -> Signin | None:
     """Return this browser's pending sign-in; None if none, forged or expired."""
-    token = request.cookies.get(_name())
+    token = request.cookies.get(cookie_name())
     if not token:
         return None
     opened = sealed_cookies.open_sealed(token, purpose=_PURPOSE, bound_to=_PURPOSE)
@@ -82,5 +82,5 @@ def pending() -> Signin | None:
 
 def drop() -> None:
     """Queue the removal of the pending sign-in's cookie (if the browser sent one)."""
-    if request.cookies.get(_name()) is not None:
-        cookies.clear_cookie(_name())
+    if request.cookies.get(cookie_name()) is not None:
+        cookies.clear_cookie(cookie_name())
