@@ -66,7 +66,7 @@ def post(client, email, password, **extra):
 def test_configured_provider_replaces_the_demo(make_app, tmp_path):
     app = credentials_app(make_app, tmp_path)
     providers = app.test_client().get("/auth/providers").json
-    assert list(providers) == ["password"]
+    assert list(providers) == ["password", "passkey"]  # passkeys: on in development
     assert providers["password"]["type"] == "credentials"
 
 

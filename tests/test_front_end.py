@@ -65,7 +65,7 @@ def test_island_unit_tests_pass():
 
 def test_manifest_names_existing_hashed_files():
     manifest = json.loads(MANIFEST.read_text())
-    assert set(manifest) == {"chooser", "error-page", "htmx"}
+    assert set(manifest) == {"chooser", "error-page", "htmx", "passkey"}
     for name, file in manifest.items():
         assert re.fullmatch(rf"{name}-[A-Z0-9]{{8}}\.js", file)
         assert (DIST_DIR / file).is_file()

@@ -160,4 +160,5 @@ def test_providers_keep_the_configured_order(make_app, tmp_path):
         "".join(f'[[providers]]\nid = "{pid}"\ntype = "credentials"\n' for pid in "zyx")
     )
     client = make_app(AUTH_CONFIG=str(config)).test_client()
-    assert list(client.get("/auth/providers").json) == ["z", "y", "x"]
+    # Then the built-in ones: passkeys are on in development.
+    assert list(client.get("/auth/providers").json) == ["z", "y", "x", "passkey"]

@@ -282,7 +282,7 @@ def test_concurrent_sign_ins_never_end_a_session_the_cap_keeps(
         def sign_in(name: str, hold: bool) -> None:
             try:
                 with app.test_request_context("/auth/callback/demo", method="POST"):
-                    created[name] = create_session(uid, provider="demo").id
+                    created[name] = create_session(uid, provider="demo", amr=("pwd",)).id
                     if hold:
                         first_done.set()
                         release.wait(10)

@@ -18,6 +18,7 @@ const entries = {
   chooser: "ui-src/chooser/main.jsx",
   "error-page": "ui-src/error-page/main.jsx",
   htmx: "ui-src/htmx.js",
+  passkey: "ui-src/passkey/main.js",
 };
 
 await rm(outdir, { recursive: true, force: true });

@@ -168,12 +168,25 @@ auth_cli.add_command(mfa_cli)
 @click.option("--user", "email", required=True, help="Whose second factors (e-mail address).")
 def mfa_reset(email: str) -> None:
     """Remove a user's authenticator app, recovery codes and passkeys (a lost phone), and
-    sign them out everywhere. They sign in again with e-mail or a linked provider."""
-    users = list(db.session.scalars(select(User).where(User.email == _address(email))))
-    if not users:
+    sign them out everywhere. They sign in again with e-mail or a linked provider.
+
+    The user is the address's verified owner; an address nobody has verified names a
+    user only when exactly one user shows it (unverified claims may be anyone's).
+    """
+    users = list(
+        db.session.scalars(select(User).where(User.email == _address(email)).order_by(User.id))
+    )
+    owners = [u for u in users if u.email_verified is not None] or users
+    if not owners:
         raise click.ClickException(f"no user with e-mail {email}")
+    if len(owners) > 1:
+        ids = ", ".join(str(u.id) for u in owners)
+        raise click.ClickException(
+            f"{len(owners)} users show {email} and none has verified it (ids {ids}); "
+            "nothing was reset"
+        )
     lines = []
-    for user in users:
+    for user in owners:
         app = second_factor.authenticator_app(user.id) is not None
         codes = two_factor.remove_all(user.id)
         passkeys = execute_counting(delete(Authenticator).where(Authenticator.user_id == user.id))

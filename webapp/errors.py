@@ -34,6 +34,7 @@ JSON_ENDPOINTS = frozenset(
         "auth.providers_json",
         "auth.log_beacon",
         "auth.provider_token_view",
+        "auth.webauthn_options",
     }
 )
 #: Blueprints that answer only scripts.

@@ -384,6 +384,12 @@ def load_settings(
                 "domain of it (browsers refuse any other)"
             )
 
+    if passkeys and not development and rp_id is None and _is_ip(host):
+        raise ConfigError(
+            f"AUTH_PASSKEYS needs a domain name: AUTH_URL's host {host!r} is an IP address, "
+            "which browsers refuse for passkeys"
+        )
+
     pool_size = _parse_int("DB_POOL_SIZE", get("DB_POOL_SIZE"), Settings.db_pool_size, 1)
     max_overflow = _parse_int(
         "DB_MAX_OVERFLOW", get("DB_MAX_OVERFLOW"), Settings.db_max_overflow, 0

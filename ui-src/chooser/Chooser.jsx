@@ -1,15 +1,17 @@
 // The sign-in provider chooser island: enhances the server-rendered list of providers.
 import { useEffect, useRef, useState } from "react";
-import { FILTER_THRESHOLD, REDIRECT_TYPES, emailProblem, filterProviders, orderProviders } from "./model.js";
+import { FILTER_THRESHOLD, PASSKEY_TYPE, REDIRECT_TYPES, emailProblem, filterProviders, orderProviders } from "./model.js";
 import { readLastUsed, rememberLastUsed } from "./lastUsed.js";
+import * as ceremony from "../passkey/ceremony.js";
 
 /**
  * providers: the `GET providers` entries in order; csrfToken: from `GET csrf`;
  * page: what only the page knows (callbackUrl, error text, logos, credentials fields,
- * e-mail prefill); submitInPlace(form): sends a form and swaps the answer in (htmx), or
- * is absent, and the browser submits normally.
+ * e-mail prefill, passkeyProblem); submitInPlace(form): sends a form and swaps the answer
+ * in (htmx), or is absent, and the browser submits normally; passkeys: the passkey
+ * ceremonies (ui-src/passkey/ceremony.js; tests pass their own).
  */
-export function Chooser({ providers, csrfToken, page, storage, submitInPlace }) {
+export function Chooser({ providers, csrfToken, page, storage, submitInPlace, passkeys = ceremony }) {
   const [lastUsed] = useState(() => readLastUsed(storage));
   const [query, setQuery] = useState("");
   const [pendingId, setPendingId] = useState(null);
@@ -33,7 +35,10 @@ export function Chooser({ providers, csrfToken, page, storage, submitInPlace }) 
     providers.filter((p) => REDIRECT_TYPES.has(p.type)),
     lastUsed?.id,
   );
-  const forms = providers.filter((p) => !REDIRECT_TYPES.has(p.type));
+  const forms = providers.filter((p) => !REDIRECT_TYPES.has(p.type) && p.type !== PASSKEY_TYPE);
+  const passkey = providers.find((p) => p.type === PASSKEY_TYPE);
+  // Only where it can work: a browser with passkeys, at an address they accept.
+  const [passkeysWork] = useState(() => Boolean(passkey) && !page.passkeyProblem && passkeys.passkeysSupported());
   const showFilter = providers.length > FILTER_THRESHOLD;
   const visible = showFilter ? filterProviders(redirecting, query) : redirecting;
 
@@ -138,13 +143,83 @@ export function Chooser({ providers, csrfToken, page, storage, submitInPlace }) 
           {p.type === "email" ? (
             <EmailForm provider={p} page={page} hidden={hidden} pendingId={pendingId}
               isLast={p.id === lastUsed?.id} start={start(p)} submitInPlace={submitInPlace}
+              webauthn={passkeysWork}
               onFailure={(message) => { setPendingId(null); setAnnouncement(message); }} />
           ) : (
             <CredentialsForm provider={p} page={page} hidden={hidden} pendingId={pendingId}
-              isLast={p.id === lastUsed?.id} start={start(p)} />
+              isLast={p.id === lastUsed?.id} start={start(p)} webauthn={passkeysWork} />
           )}
         </div>
       ))}
+
+      {passkey && (passkeysWork || page.passkeyProblem) && (
+        <div>
+          {(forms.length > 0 || redirecting.length > 0) && (
+            <div className="divider" role="separator"><span>or</span></div>
+          )}
+          {passkeysWork ? (
+            <PasskeySignIn provider={passkey} page={page} csrfToken={csrfToken} passkeys={passkeys}
+              pendingId={pendingId} setPendingId={setPendingId} />
+          ) : (
+            <p className="muted small">{page.passkeyProblem}</p>
+          )}
+        </div>
+      )}
+    </div>
+  );
+}
+
+/**
+ * "Sign in with a passkey": the browser's passkey dialog on a click and, where the browser
+ * supports it, its passkeys among the e-mail field's suggestions (conditional UI) from the
+ * start. A cancelled dialog leaves the page as it was, with a short message.
+ */
+function PasskeySignIn({ provider, page, csrfToken, passkeys, pendingId, setPendingId }) {
+  const [problem, setProblem] = useState(null);
+  const [round, setRound] = useState(0);
+  const request = { authBase: page.authBase, csrfToken, callbackUrl: page.callbackUrl };
+
+  // Conditional UI: wait for the person to pick a passkey from the field's suggestions.
+  // A dialog opened by the button aborts this wait; it starts again afterwards (round).
+  useEffect(() => {
+    let live = true;
+    (async () => {
+      if (!(await passkeys.autofillSupported())) return;
+      if (!live || !document.querySelector("input[autocomplete$='webauthn']")) return;
+      try {
+        const url = await passkeys.signInWithPasskey({ ...request, autofill: true });
+        if (live) passkeys.go(url);
+      } catch (error) {
+        // Only the server's answer is worth saying; the browser's own endings are quiet.
+        if (live && error instanceof passkeys.PasskeyProblem) setProblem(error.message);
+      }
+    })();
+    return () => {
+      live = false;
+    };
+  }, [round]);
+
+  async function onClick() {
+    if (pendingId) return;
+    // Not remembered as "last used": that hint is for the buttons that lead elsewhere.
+    setPendingId(provider.id);
+    setProblem(null);
+    try {
+      passkeys.go(await passkeys.signInWithPasskey(request));
+    } catch (error) {
+      setPendingId(null);
+      setProblem(passkeys.problemMessage(error));
+      setRound((n) => n + 1);
+    }
+  }
+
+  return (
+    <div className="stack">
+      <button type="button" className="button button--secondary" data-provider={provider.id}
+        disabled={Boolean(pendingId)} aria-describedby={problem ? "passkey-problem" : undefined} onClick={onClick}>
+        {pendingId === provider.id ? "Waiting for your passkey…" : "Sign in with a passkey"}
+      </button>
+      {problem && <p id="passkey-problem" className="field-error" role="alert">{problem}</p>}
     </div>
   );
 }
@@ -158,7 +233,7 @@ function SubmitButton({ provider, pendingId, isLast, busyText }) {
   );
 }
 
-function EmailForm({ provider, page, hidden, pendingId, isLast, start, submitInPlace, onFailure }) {
+function EmailForm({ provider, page, hidden, pendingId, isLast, start, submitInPlace, onFailure, webauthn }) {
   const [email, setEmail] = useState(() => page.typed?.[`email-${provider.id}`] ?? page.email ?? "");
   const [problem, setProblem] = useState(null);
   const [touched, setTouched] = useState(false);
@@ -190,7 +265,7 @@ function EmailForm({ provider, page, hidden, pendingId, isLast, start, submitInP
         id={inputId}
         name="email"
         type="email"
-        autoComplete="email"
+        autoComplete={webauthn ? "email webauthn" : "email"}
         required
         maxLength={254}
         placeholder="ann@example.com"
@@ -214,7 +289,7 @@ function EmailForm({ provider, page, hidden, pendingId, isLast, start, submitInP
   );
 }
 
-function CredentialsForm({ provider, page, hidden, pendingId, isLast, start }) {
+function CredentialsForm({ provider, page, hidden, pendingId, isLast, start, webauthn }) {
   const details = page.credentials?.[provider.id] ?? { fields: [], demo: false };
   return (
     <form method="post" action={provider.callbackUrl} className="stack" onSubmit={start}>
@@ -234,7 +309,9 @@ function CredentialsForm({ provider, page, hidden, pendingId, isLast, start }) {
             type={f.type}
             required
             defaultValue={page.typed?.[`${provider.id}-${f.name}`] ?? (f.type === "email" ? page.email ?? "" : undefined)}
-            autoComplete={f.type === "email" ? "username" : f.type === "password" ? "current-password" : undefined}
+            autoComplete={
+              f.type === "email" ? (webauthn ? "username webauthn" : "username") : f.type === "password" ? "current-password" : undefined
+            }
           />
         </div>
       ))}

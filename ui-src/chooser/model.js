@@ -6,6 +6,9 @@ export const FILTER_THRESHOLD = 5;
 /** Types that sign in with one button (a redirect to the identity provider). */
 export const REDIRECT_TYPES = new Set(["oidc", "oauth"]);
 
+/** The passkey provider's type: a button of its own, never a form. */
+export const PASSKEY_TYPE = "webauthn";
+
 /**
  * Return the providers with the one last used in this browser first; the rest keep the
  * server's order. An unknown or missing id changes nothing.

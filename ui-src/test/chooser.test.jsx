@@ -138,3 +138,73 @@ test("what was typed into the server's forms before mounting is kept", () => {
   assert.equal(screen.getByLabelText("E-mail").value, "bob@example.com");
   assert.equal(screen.getByLabelText("Password").value, "demo");
 });
+
+// -- passkeys -------------------------------------------------------------------------
+
+class FakeProblem extends Error {}
+
+/** Stand-in ceremonies (ui-src/passkey/ceremony.js): record calls, answer as told. */
+function fakePasskeys({ supported = true, autofill = false, signIn } = {}) {
+  const calls = { signIn: [], went: [] };
+  return {
+    calls,
+    passkeysSupported: () => supported,
+    autofillSupported: async () => autofill,
+    signInWithPasskey: (request) => {
+      calls.signIn.push(request);
+      return signIn ? signIn(request) : new Promise(() => {});
+    },
+    problemMessage: (error) => (error.name === "NotAllowedError" ? "No passkey was used." : "Something went wrong."),
+    PasskeyProblem: FakeProblem,
+    go: (url) => calls.went.push(url),
+  };
+}
+
+const withPasskey = [...many.slice(6), provider("passkey", "Passkey", "webauthn")];
+
+test("a passkey button signs in and goes where the server says", async () => {
+  const passkeys = fakePasskeys({ signIn: async () => "http://localhost/account" });
+  render(<Chooser providers={withPasskey} csrfToken="tok" page={page} storage={memoryStorage()} passkeys={passkeys} />);
+  fireEvent.click(screen.getByRole("button", { name: "Sign in with a passkey" }));
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  assert.deepEqual(passkeys.calls.signIn, [{ authBase: "/auth", csrfToken: "tok", callbackUrl: "/account" }]);
+  assert.deepEqual(passkeys.calls.went, ["http://localhost/account"]);
+  // The passkey is not a form of its own, and the e-mail fields offer passkeys as suggestions.
+  assert.equal(document.querySelectorAll("form").length, 2);
+  assert.equal(screen.getByLabelText("E-mail address").getAttribute("autocomplete"), "email webauthn");
+  assert.equal(screen.getByLabelText("E-mail").getAttribute("autocomplete"), "username webauthn");
+});
+
+test("a cancelled passkey dialog leaves the page usable, with a short message", async () => {
+  const cancelled = Object.assign(new Error("cancelled"), { name: "NotAllowedError" });
+  const passkeys = fakePasskeys({ signIn: async () => { throw cancelled; } });
+  render(<Chooser providers={withPasskey} csrfToken="tok" page={page} storage={memoryStorage()} passkeys={passkeys} />);
+  const button = screen.getByRole("button", { name: "Sign in with a passkey" });
+  fireEvent.click(button);
+  const alert = await screen.findByText("No passkey was used.");
+  assert.equal(alert.getAttribute("role"), "alert");
+  assert.equal(button.getAttribute("aria-describedby"), alert.id);
+  for (const b of screen.getAllByRole("button")) assert.equal(b.disabled, false);
+  assert.deepEqual(passkeys.calls.went, []);
+});
+
+test("conditional UI waits for a passkey picked from the e-mail field's suggestions", async () => {
+  const passkeys = fakePasskeys({ autofill: true, signIn: async () => "http://localhost/" });
+  render(<Chooser providers={withPasskey} csrfToken="tok" page={page} storage={memoryStorage()} passkeys={passkeys} />);
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  assert.equal(passkeys.calls.signIn.length, 1);
+  assert.equal(passkeys.calls.signIn[0].autofill, true);
+  assert.deepEqual(passkeys.calls.went, ["http://localhost/"]);
+});
+
+test("no passkey button where passkeys cannot work", () => {
+  const unsupported = fakePasskeys({ supported: false });
+  const { unmount } = render(<Chooser providers={withPasskey} csrfToken="tok" page={page} storage={memoryStorage()} passkeys={unsupported} />);
+  assert.equal(screen.queryByRole("button", { name: "Sign in with a passkey" }), null);
+  assert.equal(screen.getByLabelText("E-mail address").getAttribute("autocomplete"), "email");
+  unmount();
+  const hint = "Passkeys need a domain name, e.g. http://localhost:5000";
+  render(<Chooser providers={withPasskey} csrfToken="tok" page={{ ...page, passkeyProblem: hint }} storage={memoryStorage()} passkeys={fakePasskeys()} />);
+  assert.equal(screen.queryByRole("button", { name: "Sign in with a passkey" }), null);
+  assert.ok(screen.getByText(hint));
+});

@@ -17,6 +17,7 @@ from webapp.account.devices import describe_device
 from webapp.auth import reauth
 from webapp.auth.errors import AccountError
 from webapp.auth.flows.provider_tokens import revoke_tokens
+from webapp.auth.passkeys import clean_name, unavailable_reason
 from webapp.auth.providers import providers
 from webapp.auth.sessions import AuthSession, end_current_session
 from webapp.clock import utcnow
@@ -73,6 +74,22 @@ class LinkOption:
 
 
 @dataclass(frozen=True)
+class PasskeyInfo:
+    """One of the user's passkeys, as the account page lists it."""
+
+    id: int
+    name: str
+    created_at: datetime
+    last_used_at: datetime | None
+    #: Synced to the person's other devices (a cloud account), or bound to one device.
+    synced: bool
+
+
+def _passkey_info(row: Authenticator) -> PasskeyInfo:
+    return PasskeyInfo(row.id, row.name, row.created_at, row.last_used_at, row.backed_up)
+
+
+@dataclass(frozen=True)
 class Overview:
     user: User
     accounts: list[SignInMethod]
@@ -82,6 +99,11 @@ class Overview:
     recently_signed_in: bool
     #: The re-authentication window, for the page's explanation.
     reauth_minutes: int
+    passkeys: list[PasskeyInfo]
+    #: Passkeys are on (AUTH_PASSKEYS): a passkey signs in and can be added.
+    passkeys_offered: bool
+    #: Why passkeys cannot be added at this address (None: they can).
+    passkey_problem: str | None
 
 
 def _provider_name(provider_id: str) -> str:
@@ -117,12 +139,33 @@ def _accounts(user_id: int) -> list[Account]:
     )
 
 
+def _passkeys(user_id: int) -> list[Authenticator]:
+    return list(
+        db.session.scalars(
+            select(Authenticator).where(Authenticator.user_id == user_id).order_by(Authenticator.id)
+        )
+    )
+
+
+def _passkeys_offered() -> bool:
+    return any(p.type == "webauthn" for p in providers().values())
+
+
+def _leaves_a_method(user: User, accounts: list[Account], passkeys: list[Authenticator]) -> bool:
+    """Whether the user keeps a way to sign in after removing one of ``accounts`` or
+    ``passkeys``: another linked provider, another passkey (while passkeys are on), or
+    an e-mail link."""
+    methods = len(accounts) + (len(passkeys) if _passkeys_offered() else 0)
+    return methods > 1 or _email_signin_available(user)
+
+
 def account_overview(*, user_id: int, session: AuthSession) -> Overview:
     """Return everything the account page shows for the signed-in user."""
     user = db.session.get(User, user_id)
     if user is None:
         raise AccountError(NOT_FOUND, "This account no longer exists.")
     accounts = _accounts(user_id)
+    passkeys = _passkeys(user_id)
     linked = {a.provider for a in accounts}
     rows = db.session.scalars(
         select(Session)
@@ -132,7 +175,8 @@ def account_overview(*, user_id: int, session: AuthSession) -> Overview:
     return Overview(
         user=user,
         accounts=[_method(a) for a in accounts],
-        can_unlink=len(accounts) > 1 or _email_signin_available(user),
+        # Removing a provider or a passkey: either leaves another way in, or neither.
+        can_unlink=_leaves_a_method(user, accounts, passkeys),
         link_options=[
             LinkOption(p.id, p.name)
             for p in providers().values()
@@ -153,6 +197,9 @@ def account_overview(*, user_id: int, session: AuthSession) -> Overview:
         ],
         recently_signed_in=reauth.is_recent(session),
         reauth_minutes=reauth.window_minutes(),
+        passkeys=[_passkey_info(p) for p in passkeys],
+        passkeys_offered=_passkeys_offered(),
+        passkey_problem=unavailable_reason(),
     )
 
 
@@ -220,7 +267,7 @@ def unlink_account(*, user_id: int, account_id: int, current: AuthSession) -> Si
     account = next((a for a in accounts if a.id == account_id), None)
     if user is None or account is None:
         raise AccountError(NOT_FOUND, "That sign-in method is not linked to your account.")
-    if len(accounts) == 1 and not _email_signin_available(user):
+    if not _leaves_a_method(user, accounts, _passkeys(user_id)):
         raise AccountError(
             LAST_METHOD,
             f"{_provider_name(account.provider)} is your only way to sign in, so it cannot be "
@@ -229,6 +276,44 @@ def unlink_account(*, user_id: int, account_id: int, current: AuthSession) -> Si
     revoke_tokens(account, forget=False)
     db.session.delete(account)
     return _method(account)
+
+
+def rename_passkey(*, user_id: int, passkey_id: int, name: str) -> PasskeyInfo:
+    """Give one of the user's passkeys a new name (1 to 64 characters, trimmed)."""
+    chosen = clean_name(name)
+    if chosen is None:
+        raise AccountError("InvalidName")
+    passkey = _passkey(user_id, passkey_id)
+    passkey.name = chosen
+    return _passkey_info(passkey)
+
+
+def remove_passkey(*, user_id: int, passkey_id: int, current: AuthSession) -> PasskeyInfo:
+    """Remove one of the user's passkeys; refuse to remove the last way to sign in.
+
+    Needs a recent sign-in, as unlinking a provider does: an old stolen cookie must not
+    remove the owner's ways in.
+    """
+    require_recent(current)
+    passkey = _passkey(user_id, passkey_id)
+    user = db.session.get(User, user_id)
+    if user is None:
+        raise AccountError(NOT_FOUND, "This account no longer exists.")
+    if _passkeys_offered() and not _leaves_a_method(user, _accounts(user_id), _passkeys(user_id)):
+        raise AccountError(
+            LAST_METHOD,
+            f"“{passkey.name}” is your only way to sign in, so it cannot be removed. Add "
+            "another passkey or link a provider first.",
+        )
+    db.session.delete(passkey)
+    return _passkey_info(passkey)
+
+
+def _passkey(user_id: int, passkey_id: int) -> Authenticator:
+    passkey = db.session.get(Authenticator, passkey_id)
+    if passkey is None or passkey.user_id != user_id:
+        raise AccountError(NOT_FOUND, "That passkey is not (or no longer) part of your account.")
+    return passkey
 
 
 def end_session(*, user_id: int, session_id: int, current: AuthSession) -> bool:

@@ -82,7 +82,7 @@ def begin_setup(*, user_id: int, current: AuthSession) -> Setup:
 
 def confirm_setup(*, user_id: int, current: AuthSession, code: str) -> list[str]:
     """Turn the authenticator app on with a right code from it; return the new recovery
-    codes (shown once). The session counts as having passed both factors."""
+    codes (shown once). The code is spent: it cannot pass a sign-in afterwards."""
     require_recent(current)
     row = _setup_row(user_id)
     if row is None or row.confirmed_at is not None:

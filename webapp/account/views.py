@@ -43,6 +43,7 @@ bp.before_request(mark_personal)
 #: The template of each section an action can re-render.
 SECTIONS = {
     "accounts": "account/_accounts.html",
+    "passkeys": "account/_passkeys.html",
     "two-factor": "account/_two_factor.html",
     "sessions": "account/_sessions.html",
     "delete": "account/_delete.html",
@@ -159,6 +160,30 @@ def unlink(account_id: int) -> ResponseReturnValue:
     return _respond("accounts", action, again=url_for("account.unlink_page", account_id=account_id))
 
 
+@bp.post("/account/passkeys/<id:passkey_id>/rename")
+@browser_session_required
+def rename_passkey(passkey_id: int) -> ResponseReturnValue:
+    def action() -> Done:
+        renamed = flows.rename_passkey(
+            user_id=current_user.id, passkey_id=passkey_id, name=request.form.get("name", "")
+        )
+        return Done(f"The passkey is now called “{renamed.name}”.")
+
+    return _respond("passkeys", action)
+
+
+@bp.post("/account/passkeys/<id:passkey_id>/remove")
+@browser_session_required
+def remove_passkey(passkey_id: int) -> ResponseReturnValue:
+    def action() -> Done:
+        removed = flows.remove_passkey(
+            user_id=current_user.id, passkey_id=passkey_id, current=_session()
+        )
+        return Done(f"The passkey “{removed.name}” was removed; it no longer signs you in.")
+
+    return _respond("passkeys", action, again=url_for("account.overview", _anchor="passkeys"))
+
+
 @bp.post("/account/sessions/<id:session_id>/end")
 @browser_session_required
 def end_session(session_id: int) -> ResponseReturnValue:
@@ -241,7 +266,7 @@ def confirm_with_code() -> ResponseReturnValue:
         problem = (
             "That code is not right. Try again."
             if isinstance(exc, WrongCode)
-            else "Too many wrong codes. Wait 15 minutes, or confirm another way."
+            else "Too many wrong codes for now. Wait a while, or confirm another way."
         )
         return _confirm_page(next_path, problem), 400 if isinstance(exc, WrongCode) else 429
     return redirect(next_path, code=303)

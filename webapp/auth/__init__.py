@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from flask import Flask
 
-from webapp.auth import bearer, chooser, errorpage
+from webapp.auth import bearer, chooser, errorpage, passkeys
 from webapp.auth.flows import email
 from webapp.auth.providers import build_providers
 from webapp.auth.views import bp
@@ -28,3 +28,4 @@ def init_app(app: Flask, conf: Settings) -> None:
     app.add_template_global(errorpage.error_view)
     app.add_template_global(email.link_lifetime, "email_link_lifetime")
     app.add_template_global(qr_svg)
+    app.add_template_global(passkeys.unavailable_reason, "passkey_problem")

@@ -1,8 +1,9 @@
 """What the provider chooser island needs beyond the ``providers`` and ``csrf`` JSON.
 
 ``GET providers`` keeps the Auth.js shape, so the page hands the island the rest: the
-error text for ``?error=``, the safe callbackUrl, logos, credentials fields and the e-mail
-prefill. The island reads it from a ``<script type="application/json">`` block.
+error text for ``?error=``, the safe callbackUrl, logos, credentials fields, the e-mail
+prefill and whether passkeys work at this address. The island reads it from a
+``<script type="application/json">`` block.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from webapp.auth.errors import code_for
+from webapp.auth.passkeys import unavailable_reason
 
 
 def chooser_data(
@@ -53,4 +55,8 @@ def chooser_data(
         "error": error,
         "logos": logos,
         "credentials": credentials,
+        # Why the passkey provider cannot be offered at this address (None: it can).
+        "passkeyProblem": (
+            unavailable_reason() if any(p.type == "webauthn" for p in providers) else None
+        ),
     }

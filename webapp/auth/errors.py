@@ -103,6 +103,13 @@ CODES: dict[str, Code] = {
         "Those details did not match, or there were too many attempts.",
         "Check what you entered and try again in a few minutes.",
     ),
+    "PasskeySignin": Code(
+        SIGNIN_PAGE,
+        200,
+        "Passkey sign-in failed",
+        "That passkey is not registered here, could not be checked, or the request expired.",
+        "Try again, or choose another way to sign in.",
+    ),
     "SessionRequired": Code(
         SIGNIN_PAGE,
         200,
@@ -139,12 +146,19 @@ CODES: dict[str, Code] = {
         "The second step of your sign-in expired or was started in another browser.",
         "Sign in again; you will be asked for your code straight after.",
     ),
+    "SecondFactorPasskey": Code(
+        SIGNIN_PAGE,
+        200,
+        "Use your code for the second step",
+        "You signed in with a passkey, so the second step needs something else.",
+        "Sign in again and enter the code from your authenticator app, or a recovery code.",
+    ),
     "SecondFactorThrottled": Code(
         SIGNIN_PAGE,
         200,
         "Too many wrong codes",
         "For your safety, sign-in with a code is paused for this account for a while.",
-        "Wait 15 minutes, then sign in again. A recovery code works in place of the app.",
+        "Wait a while, then sign in again. A recovery code works in place of the app.",
     ),
     "Configuration": Code(
         ERROR_PAGE,
@@ -210,6 +224,20 @@ CODES: dict[str, Code] = {
         "The sign-in provider is not answering",
         "We could not reach the sign-in provider just now. Nothing was changed.",
         "Try again in a moment.",
+    ),
+    "PasskeyNotAdded": Code(
+        ACCOUNT,
+        400,
+        "The passkey was not added",
+        "Your device's answer could not be checked, or the request expired.",
+        "Try adding it again.",
+    ),
+    "InvalidName": Code(
+        ACCOUNT,
+        400,
+        "Check the name",
+        "A name needs 1 to 64 characters, and no control characters.",
+        "Type a name of at most 64 characters.",
     ),
     "ConfirmationRequired": Code(
         ACCOUNT,

@@ -17,6 +17,8 @@ from webapp.models import TotpAuthenticator
 #: What a code proved, for a session's ``amr``.
 OTP = "otp"
 RECOVERY_CODE = "rec"
+#: A passkey (a key held in hardware, RFC 8176 ``hwk``).
+PASSKEY = "hwk"
 #: In ``amr``: two factors were checked (ours, or the identity provider's when trusted).
 MFA = "mfa"
 

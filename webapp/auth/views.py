@@ -12,16 +12,18 @@ from flask import (
     redirect,
     render_template,
     request,
+    url_for,
 )
 from flask_wtf.csrf import generate_csrf
 from werkzeug.wrappers import Response
 
 from webapp import transactions
-from webapp.auth import beacon, urls
+from webapp.auth import beacon, reauth, urls
 from webapp.auth.answers import callback_url_param, navigate_htmx, send_to, session_required
 from webapp.auth.bearer import bearer_identity, bearer_session_json
 from webapp.auth.errorpage import render_error_page
 from webapp.auth.errors import SIGNIN_CODES, code_for, error_page_code
+from webapp.auth.flows import passkey
 from webapp.auth.flows.backchannel import BackchannelLogoutOff, backchannel_logout
 from webapp.auth.flows.device import (
     DeviceEnded,
@@ -142,6 +144,29 @@ def callback(provider_id: str) -> Response:
         callback_url=callback_url_param(),
     )
     return _respond(outcome)
+
+
+@bp.get("/webauthn-options/<provider_id>", provide_automatic_options=False)
+def webauthn_options(provider_id: str) -> Response | tuple[Response, int]:
+    # Auth.js's shapes: {"action", "options"}; 400 "Invalid action"; 404 for other ids.
+    provider = providers().get(provider_id)
+    if provider is None or provider.type != "webauthn":
+        abort(404)
+    session = current_session()
+    # Without ``action``, a signed-out browser authenticates (Auth.js infers the same).
+    action = request.args.get("action") or ("" if session else passkey.AUTHENTICATE)
+    try:
+        options = passkey.options(action, session)
+    except passkey.InvalidAction:
+        return jsonify({"error": "Invalid action"}), 400
+    except passkey.PasskeysUnavailable:
+        return jsonify({"error": "PasskeysUnavailable"}), 400
+    except passkey.SessionRequired:
+        return jsonify({"error": "SessionRequired"}), 401
+    except passkey.RecentSignInRequired:
+        url = urls.origin() + reauth.confirm_url(url_for("account.overview") + "#passkeys")
+        return jsonify({"error": "RecentSignInRequired", "url": url}), 403
+    return jsonify({"action": action, "options": options})
 
 
 @bp.get("/signout", provide_automatic_options=False)

@@ -18,6 +18,7 @@ from webapp.auth import pending_signin, ratelimit, second_factor
 from webapp.auth.errors import AuthError
 from webapp.auth.flows.finish import start_session
 from webapp.auth.pending_signin import Signin
+from webapp.auth.second_factor import PASSKEY
 from webapp.auth.sessions import AuthSession, record_authentication
 from webapp.extensions import db
 from webapp.models import Authenticator, User
@@ -47,7 +48,13 @@ def current_challenge() -> Challenge:
     has_passkey = db.session.execute(
         select(Authenticator.id).where(Authenticator.user_id == signin.user_id).limit(1)
     ).first()
-    return Challenge(signin, has_passkey is not None)
+    return Challenge(signin, has_passkey is not None and passkey_may_pass(signin))
+
+
+def passkey_may_pass(signin: Signin) -> bool:
+    """Whether a passkey may be this sign-in's second factor: not when the first factor was
+    a passkey already (one without user verification would otherwise pass both steps)."""
+    return PASSKEY not in signin.amr
 
 
 def pass_with_code(code: str) -> str:
@@ -67,8 +74,11 @@ def pass_with_code(code: str) -> str:
 
 
 def pass_with_passkey(signin: Signin) -> str:
-    """Start the session of ``signin`` with a passkey of its user as the second factor."""
-    return start_session(_with(signin, "hwk"))
+    """Start the session of ``signin`` with a passkey of its user as the second factor;
+    ``SecondFactorPasskey`` when the first factor was a passkey (see ``passkey_may_pass``)."""
+    if not passkey_may_pass(signin):
+        raise AuthError("SecondFactorPasskey", "a passkey cannot be both factors without uv")
+    return start_session(_with(signin, PASSKEY))
 
 
 def step_up_with_code(session: AuthSession, code: str) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 from flask import current_app
 
 from webapp.auth.oauth.client import OAuthClient
-from webapp.auth.providers import credentials, email, oauth
+from webapp.auth.providers import credentials, email, oauth, passkey
 from webapp.auth.providers.base import Provider
 from webapp.settings import ConfigError, Settings
 
@@ -48,6 +48,11 @@ def build_providers(conf: Settings) -> dict[str, Provider]:
         built["email"] = email.default_provider(conf)
     if conf.demo_credentials and not any(p.type == "credentials" for p in built.values()):
         built["demo"] = credentials.demo_provider()
+    if conf.passkeys:
+        # AUTH_PASSKEYS turns passkeys on (Auth.js's provider ``passkey``, type webauthn).
+        if "passkey" in built:
+            raise ConfigError("provider id 'passkey' is taken by passkeys (AUTH_PASSKEYS)")
+        built["passkey"] = passkey.default_provider()
     return built
 
 

@@ -1,0 +1,226 @@
+"""Passkeys: the options a ceremony starts with, then the browser's answer checked and
+acted on (a sign-in, a passkey added to the signed-in user).
+
+A sign-in ends like every other (``finish_signin``): the same hook, second-factor gate,
+session and redirect rules. A passkey that verified the person (``uv``) counts as both
+factors; any passkey of the user passes a sign-in held for its second factor. Adding a
+passkey needs a signed-in browser whose sign-in is recent (``reauth``): no passkey
+sign-up for strangers, and a stolen old cookie cannot plant the thief's passkey.
+
+Every answer first spends its challenge (``passkey_challenges.take``, committed on its
+own), so a refused attempt cannot be tried again; a refusal writes nothing else.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from flask import url_for
+from sqlalchemy import select
+
+from webapp.auth import pending_signin, reauth, urls
+from webapp.auth.aaguids import provider_name
+from webapp.auth.errors import AccountError, AuthError
+from webapp.auth.flows.finish import finish_signin
+from webapp.auth.flows.second_factor import pass_with_passkey
+from webapp.auth.passkey_challenges import issue, take
+from webapp.auth.passkeys import (
+    DEFAULT_NAME,
+    PasskeyRefused,
+    RelyingParty,
+    authentication_options,
+    clean_name,
+    counter_went_back,
+    parse_response,
+    registration_options,
+    relying_party,
+    verify_assertion,
+    verify_registration,
+)
+from webapp.auth.second_factor import MFA, PASSKEY
+from webapp.auth.sessions import AuthSession, current_session
+from webapp.clock import utcnow
+from webapp.extensions import db
+from webapp.models import Authenticator, User
+
+log = logging.getLogger(__name__)
+
+#: The provider's id, as Auth.js names its passkey provider.
+PROVIDER_ID = "passkey"
+AUTHENTICATE = "authenticate"
+REGISTER = "register"
+ACTIONS = (AUTHENTICATE, REGISTER)
+#: How a passkey sign-in proved who it is (RFC 8176): a key held in hardware, and with
+#: user verification also the person (a PIN or biometric), which makes two factors.
+AMR_VERIFIED = (PASSKEY, "user", MFA)
+AMR_PRESENT = (PASSKEY,)
+
+
+class InvalidAction(Exception):
+    """Neither ``authenticate`` nor ``register``."""
+
+
+class PasskeysUnavailable(Exception):
+    """Passkeys cannot work at this site's address (an IP address as host)."""
+
+
+class SessionRequired(Exception):
+    """Adding a passkey needs a signed-in browser."""
+
+
+class RecentSignInRequired(Exception):
+    """Adding a passkey needs a recent sign-in; the person confirms first."""
+
+
+def options(action: str, session: AuthSession | None) -> dict[str, Any]:
+    """Return the options for ``action`` (``authenticate`` or ``register``) and queue the
+    challenge's cookie. Raises ``InvalidAction`` for another action, ``PasskeysUnavailable``,
+    and for ``register`` ``SessionRequired`` or ``RecentSignInRequired``."""
+    if action not in ACTIONS:
+        raise InvalidAction(action)
+    rp = relying_party()
+    if rp is None:
+        raise PasskeysUnavailable()
+    if action == AUTHENTICATE:
+        return authentication_options(rp, challenge=issue(AUTHENTICATE))
+    if session is None:
+        raise SessionRequired()
+    if not reauth.is_recent(session):
+        raise RecentSignInRequired()
+    user = db.session.get(User, session.user.id)
+    if user is None:
+        raise SessionRequired()
+    existing = db.session.execute(
+        select(Authenticator.credential_id, Authenticator.transports).where(
+            Authenticator.user_id == user.id
+        )
+    ).all()
+    label = user.email or user.name or f"user {user.id}"
+    return registration_options(
+        rp,
+        challenge=issue(_register_binding(user.id)),
+        user_id=user.id,
+        user_name=label,
+        display_name=user.name or label,
+        existing=[(row.credential_id, row.transports) for row in existing],
+    )
+
+
+def complete_authentication(*, data: str, callback_url: str | None) -> str:
+    """Check a sign-in answer and sign its passkey's user in; return where to go.
+
+    Raises ``PasskeySignin`` for anything refused: no or a spent challenge, an answer that
+    does not verify, an unknown credential, a counter that went back (logged as a possible
+    cloned authenticator).
+    """
+    rp = _relying_party_or(AuthError("PasskeySignin", "passkeys unavailable at this host"))
+    challenge = take(AUTHENTICATE)
+    if challenge is None:
+        raise AuthError("PasskeySignin", "no challenge: missing, expired or spent")
+    try:
+        response = parse_response(data)
+    except PasskeyRefused as exc:
+        raise AuthError("PasskeySignin", str(exc)) from None
+    passkey = db.session.execute(
+        select(Authenticator).where(Authenticator.credential_id == response["id"])
+    ).scalar_one_or_none()
+    user = db.session.get(User, passkey.user_id) if passkey is not None else None
+    if passkey is None or user is None:
+        raise AuthError("PasskeySignin", "unknown credential, or its user is gone")
+    try:
+        assertion = verify_assertion(
+            rp, response, challenge=challenge, public_key=passkey.public_key
+        )
+    except PasskeyRefused as exc:
+        raise AuthError("PasskeySignin", f"passkey {passkey.id}: {exc}") from None
+    if counter_went_back(passkey.sign_count, assertion.sign_count):
+        log.warning(
+            "passkey %s of user %s: signature counter %s after %s: possible cloned "
+            "authenticator, sign-in refused",
+            passkey.id,
+            user.id,
+            assertion.sign_count,
+            passkey.sign_count,
+        )
+        raise AuthError("PasskeySignin", f"passkey {passkey.id}: counter went back")
+    passkey.sign_count = assertion.sign_count
+    passkey.backed_up = assertion.backed_up
+    passkey.last_used_at = utcnow()
+    held = pending_signin.pending()
+    if held is not None and held.user_id == user.id:
+        # The sign-in waiting for its second factor: this passkey is it.
+        return pass_with_passkey(held)
+    return finish_signin(
+        user,
+        is_new_user=False,
+        provider=PROVIDER_ID,
+        amr=AMR_VERIFIED if assertion.user_verified else AMR_PRESENT,
+        callback_url=callback_url,
+    )
+
+
+def complete_registration(*, data: str, name: str) -> str:
+    """Check a registration answer and add the passkey to the signed-in user; return the
+    account page's passkeys section.
+
+    Raises ``SessionRequired`` (an ``AuthError``: the sign-in page) for a signed-out
+    browser, and ``AccountError`` for the rest: ``RecentSignInRequired``, ``InvalidName``,
+    ``PasskeyNotAdded`` (no or a spent challenge, an answer that does not verify, a
+    passkey registered already).
+    """
+    session = current_session()
+    if session is None:
+        raise AuthError("SessionRequired", "adding a passkey needs a session")
+    if not reauth.is_recent(session):
+        raise AccountError(
+            "RecentSignInRequired",
+            f"For your safety, adding a passkey needs a sign-in in the last "
+            f"{reauth.window_minutes()} minutes. Confirm it is you, then add it again.",
+        )
+    chosen = clean_name(name) if name.strip() else ""
+    if chosen is None:
+        raise AccountError("InvalidName")
+    rp = _relying_party_or(AccountError("PasskeyNotAdded", "Passkeys cannot be used here."))
+    challenge = take(_register_binding(session.user.id))
+    if challenge is None:
+        raise AccountError(
+            "PasskeyNotAdded", "The request expired or was already used. Please try again."
+        )
+    try:
+        new = verify_registration(rp, parse_response(data), challenge=challenge)
+    except PasskeyRefused as exc:
+        log.info("user %s: passkey not added: %s", session.user.id, exc)
+        raise AccountError("PasskeyNotAdded") from None
+    taken = db.session.execute(
+        select(Authenticator.id).where(Authenticator.credential_id == new.credential_id)
+    ).first()
+    if taken is not None:
+        raise AccountError("PasskeyNotAdded", "This passkey is registered already.")
+    db.session.add(
+        Authenticator(
+            user_id=session.user.id,
+            credential_id=new.credential_id,
+            public_key=new.public_key,
+            sign_count=new.sign_count,
+            transports=new.transports,
+            backed_up=new.backed_up,
+            device_type=new.device_type,
+            aaguid=new.aaguid,
+            name=chosen or provider_name(new.aaguid) or DEFAULT_NAME,
+            created_at=utcnow(),
+        )
+    )
+    return urls.origin() + url_for("account.overview", _anchor="passkeys")
+
+
+def _register_binding(user_id: int) -> str:
+    # A registration's challenge is the user's: it cannot be finished by another session.
+    return f"{REGISTER}:{user_id}"
+
+
+def _relying_party_or(error: Exception) -> RelyingParty:
+    rp = relying_party()
+    if rp is None:
+        raise error
+    return rp

@@ -1,0 +1,82 @@
+"""Passkey challenges: one per ceremony, sealed in the browser, spent at its first use.
+
+``webauthn-options`` puts a fresh random challenge into an HttpOnly cookie, sealed
+(``sealed_cookies``: AES-GCM, 900 s) and bound to the ceremony it is for
+(``authenticate``, or ``register:<user id>``), so it cannot be read, forged, or moved to
+another ceremony or user. The callback takes it back before it checks anything: the
+cookie is cleared and the challenge's SHA-256 written to ``spent_challenges`` on its own
+committed connection (``database.write_now``), so a refused attempt spends it as surely
+as a good one, and a second use (a replayed response, a parallel request, a copy of the
+cookie) finds it spent on every worker and instance. ``flask auth cleanup`` deletes the
+rows once their cookies would have expired anyway.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import timedelta
+
+from flask import request
+from sqlalchemy import insert
+from sqlalchemy.exc import IntegrityError
+from webauthn.helpers import base64url_to_bytes, bytes_to_base64url
+
+from webapp.auth import cookies, sealed_cookies
+from webapp.clock import utcnow
+from webapp.database import write_now
+from webapp.models import SpentChallenge
+from webapp.settings import current_settings
+
+COOKIE = "auth.passkey-challenge"
+#: How long a ceremony may take, from the options to the callback (docs/constants.md).
+MAX_AGE = 900
+CHALLENGE_BYTES = 32
+_PURPOSE = "passkey-challenge"
+
+
+def _name() -> str:
+    return cookies.cookie_name(COOKIE)
+
+
+def _path() -> str:
+    # Only the auth routes (options and callback) need it.
+    return current_settings().base_path or "/"
+
+
+def issue(bound_to: str) -> bytes:
+    """Return a new challenge and queue its sealed cookie (it replaces any earlier one)."""
+    challenge = secrets.token_bytes(CHALLENGE_BYTES)
+    sealed = sealed_cookies.seal(
+        bytes_to_base64url(challenge), purpose=_PURPOSE, bound_to=bound_to, max_age=MAX_AGE
+    )
+    cookies.set_cookie(_name(), sealed, max_age=MAX_AGE, path=_path())
+    return challenge
+
+
+def take(bound_to: str) -> bytes | None:
+    """Spend this browser's challenge for ``bound_to`` and return it; None when there is
+    none, it was sealed for another ceremony, expired, or was spent before.
+
+    Call it before the request's transaction begins (before any ORM query): the spend is
+    committed on a connection of its own, which on SQLite waits for the request's lock.
+    """
+    token = request.cookies.get(_name())
+    if not token:
+        return None
+    cookies.clear_cookie(_name(), path=_path())
+    value = sealed_cookies.open_sealed(token, purpose=_PURPOSE, bound_to=bound_to)
+    if value is None:
+        return None
+    challenge = base64url_to_bytes(value)
+    try:
+        write_now(
+            insert(SpentChallenge).values(
+                challenge_hash=hashlib.sha256(challenge).hexdigest(),
+                # The cookie cannot be good for longer than this after its use.
+                expires=utcnow() + timedelta(seconds=MAX_AGE),
+            )
+        )
+    except IntegrityError:
+        return None
+    return challenge
