@@ -66,6 +66,15 @@ def test_secret_never_appears_in_errors():
         ({"AUTH_TOKEN_REFRESH_MARGIN": "60\x00"}, "AUTH_TOKEN_REFRESH_MARGIN must be a whole"),
         ({"AUTH_BEARER_CACHE_TTL": "1e9999"}, "AUTH_BEARER_CACHE_TTL must be a whole number"),
         ({"AUTH_BEARER_CACHE_TTL": "60\r\nX: y"}, "AUTH_BEARER_CACHE_TTL must be a whole"),
+        (
+            {"AUTH_PASSKEYS": "true", "AUTH_URL": "https://203.0.113.9/auth"},
+            "AUTH_PASSKEYS needs a domain name",
+        ),
+        (
+            {"AUTH_PASSKEYS": "true", "AUTH_PASSKEY_RP_ID": "other.example"},
+            "AUTH_PASSKEY_RP_ID 'other.example' must be AUTH_URL's host",
+        ),
+        ({"AUTH_SECOND_FACTOR_LIMIT": "five"}, "AUTH_SECOND_FACTOR_LIMIT"),
     ],
 )
 def test_bad_settings_name_the_setting(env, match):

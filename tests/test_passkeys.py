@@ -775,7 +775,10 @@ def test_an_ip_address_host_offers_no_passkeys(make_app) -> None:
     assert (r.status_code, r.json) == (400, {"error": "PasskeysUnavailable"})
     html = client.get("/auth/signin", base_url="http://127.0.0.1:5000").get_data(as_text=True)
     data = json.loads(re.search(r'id="chooser-data">(.*?)</script>', html, re.S)[1])
-    assert data["passkeyProblem"] == "Passkeys need a domain name, e.g. http://localhost:5000"
+    assert data["passkeyProblem"] == (
+        "Passkeys need a domain name: start with AUTH_URL=http://localhost:5000/auth "
+        "and open http://localhost:5000"
+    )
 
 
 def test_cleanup_deletes_only_expired_spent_challenges(

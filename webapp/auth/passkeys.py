@@ -141,8 +141,12 @@ def unavailable_reason() -> str | None:
     if relying_party() is not None:
         return None
     if current_settings().is_development:
-        port = urlsplit(urls.origin()).port
-        return f"Passkeys need a domain name, e.g. http://localhost{f':{port}' if port else ''}"
+        parts = urlsplit(urls.origin())
+        local = f"http://localhost{f':{parts.port}' if parts.port else ''}"
+        return (
+            f"Passkeys need a domain name: start with AUTH_URL={local}"
+            f"{current_settings().base_path} and open {local}"
+        )
     return "Passkeys need the site to have a domain name."
 
 
