@@ -299,6 +299,7 @@ class NodeOP:
         session_required: bool = True,
         device_interval: int | None = DEVICE_INTERVAL,
         device_code_ttl: int | None = None,
+        amr: list[str] | None = None,
         **metadata: Any,
     ) -> dict[str, Any]:
         """Register (or replace) a client of the running provider; return its metadata.
@@ -312,6 +313,8 @@ class NodeOP:
         entry: e.g. ``grant_types=[DEVICE_GRANT, "refresh_token"], response_types=[],
         redirect_uris=None`` for a device client). ``device_interval`` is the interval
         advertised for its device codes (None: none), ``device_code_ttl`` their lifetime.
+        ``amr``: the authentication methods (RFC 8176) a login for this client records, which
+        its ID tokens then carry as their ``amr`` claim (None: no amr claim).
         The id must be new to the provider's configuration; ``provider_config`` knows it.
         Calling it again with the same id replaces the client (e.g. once a gunicorn's port,
         hence its AUTH_URL, is known: ``add_client(cid, auth_url=server.url + "/auth")``).
@@ -338,6 +341,8 @@ class NodeOP:
         settings: dict[str, Any] = {"interval": device_interval}
         if device_code_ttl is not None:
             settings["deviceCodeTtl"] = device_code_ttl
+        if amr is not None:
+            settings["amr"] = amr
         response = requests.post(
             self.issuer + "/__test/clients",
             json={"metadata": meta, "settings": settings},

@@ -6,7 +6,8 @@
 //             "api": { "resource": "http://localhost/api", "scope": "api:read" },
 //             "jwks": { "keys": [ ...private JWKs: the OP's signing keys... ] },
 //             "device": { "interval": 1, "slowDownIncrement": 5, "ttl": 600 },
-//             "clientSettings": { "<client_id>": { "interval": 1, "deviceCodeTtl": 2 } } }
+//             "clientSettings": { "<client_id>": { "interval": 1, "deviceCodeTtl": 2,
+//                                                   "amr": ["pwd", "otp"] } } }
 // Prints "ready <issuer>" once it listens.
 //
 // Test-only interaction: there is no login form. The authorization request's login_hint
@@ -15,6 +16,9 @@
 // set, else the device authorization request's login_hint; GET /device?op_account=<id>
 // sets that cookie (and redirects to /device without it). Cookies are prefixed "op_" so
 // they cannot clash with the app's cookies, which share the host 127.0.0.1.
+// A login for a client whose clientSettings name "amr" records those authentication
+// methods (RFC 8176) in the provider session: its ID tokens carry them as the amr claim.
+// Without it a login records none and ID tokens have no amr.
 //
 // Pages (minimal, parseable HTML; each keeps the provider's own form, id and xsrf field):
 //   logout confirmation:   <form id="op.logoutForm">; submit logout=yes to end the whole
@@ -117,7 +121,8 @@ const provider = new Provider(issuer, {
     return { accountId: id, async claims() { return { sub: id, ...claims }; } };
   },
   claims: {
-    openid: ['sub'],
+    // amr: in ID tokens when the login recorded one (clientSettings amr); never otherwise.
+    openid: ['sub', 'amr'],
     email: ['email', 'email_verified'],
     profile: ['name', 'picture'],
   },
@@ -253,7 +258,8 @@ async function interaction(req, res) {
       res.end(`unknown account ${account}`);
       return;
     }
-    result = { login: { accountId: account } };
+    const { amr } = settingsOf(params.client_id);
+    result = { login: { accountId: account, ...(amr ? { amr } : {}) } };
   } else {
     const grant = details.grantId
       ? await provider.Grant.find(details.grantId)
