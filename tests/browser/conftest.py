@@ -275,8 +275,9 @@ def axe_violations(page: Any) -> list[dict[str, Any]]:
     ]
 
 
-def demo_signin(page: Any, email: str, *, javascript: bool = True) -> None:
-    """Sign in with the demo credentials form on the sign-in page (JS on or off)."""
+def demo_signin(page: Any, email: str, *, javascript: bool = True, lands_on: str = "**/") -> None:
+    """Sign in with the demo credentials form on the sign-in page (JS on or off); wait
+    for the page it lands on (``lands_on``, a glob)."""
     page.goto("/auth/signin")
     if javascript:
         # Fill the island's form, not the server's one it is about to replace.
@@ -285,4 +286,4 @@ def demo_signin(page: Any, email: str, *, javascript: bool = True) -> None:
     form.get_by_label("E-mail", exact=True).fill(email)
     form.get_by_label("Password").fill("demo")
     form.get_by_role("button", name="Sign in with Demo account").click()
-    page.wait_for_url("**/")
+    page.wait_for_url(lands_on)
