@@ -12,6 +12,7 @@ from functools import wraps
 from typing import Any, TypeVar, cast
 
 from flask import g, jsonify, redirect, request
+from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.wrappers import Response
 
 from webapp.auth.sessions import current_session
@@ -35,9 +36,18 @@ def session_required(view: F) -> F:
 
 def wants_json() -> bool:
     """Whether the client asked for ``{"url": …}`` instead of a redirect (Auth.js style)."""
-    if request.headers.get("X-Auth-Return-Redirect") or request.form.get("json") == "true":
+    if request.headers.get("X-Auth-Return-Redirect") or _form_field("json") == "true":
         return True
     return request.is_json
+
+
+def _form_field(name: str) -> str | None:
+    """A form field, or None when the body was refused as too large: the 413's own error
+    answer asks too, and reading the body again would raise again (a 500)."""
+    try:
+        return request.form.get(name)
+    except RequestEntityTooLarge:
+        return None
 
 
 def navigate_htmx() -> None:
