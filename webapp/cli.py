@@ -187,7 +187,7 @@ def mfa_reset(email: str) -> None:
         )
     lines = []
     for user in owners:
-        app = second_factor.authenticator_app(user.id) is not None
+        app = second_factor.has_second_factor(user.id)
         codes = two_factor.remove_all(user.id)
         passkeys = execute_counting(delete(Authenticator).where(Authenticator.user_id == user.id))
         sessions = execute_counting(delete(Session).where(Session.user_id == user.id))

@@ -384,7 +384,7 @@ def load_settings(
                 "domain of it (browsers refuse any other)"
             )
 
-    if passkeys and not development and rp_id is None and _is_ip(host):
+    if passkeys and not development and rp_id is None and is_ip_address(host):
         raise ConfigError(
             f"AUTH_PASSKEYS needs a domain name: AUTH_URL's host {host!r} is an IP address, "
             "which browsers refuse for passkeys"
@@ -623,7 +623,7 @@ def _parse_hosts(value: Any) -> tuple[str, ...]:
             continue
         if host.startswith("[") and host.endswith("]"):
             host = host[1:-1]
-        if not (_HOST_RE.fullmatch(host) or _is_ip(host)):
+        if not (_HOST_RE.fullmatch(host) or is_ip_address(host)):
             raise ConfigError(
                 f"AUTH_ALLOWED_HOSTS takes host names without scheme or port; got {item!r}"
             )
@@ -631,7 +631,8 @@ def _parse_hosts(value: Any) -> tuple[str, ...]:
     return tuple(hosts)
 
 
-def _is_ip(text: str) -> bool:
+def is_ip_address(text: str) -> bool:
+    """Whether ``text`` is an IPv4 or IPv6 address (not a name, not a network)."""
     try:
         ip_network(text)
     except ValueError:

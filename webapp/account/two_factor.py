@@ -106,7 +106,7 @@ def confirm_setup(*, user_id: int, current: AuthSession, code: str) -> list[str]
 def turn_off(*, user_id: int, current: AuthSession) -> None:
     """Remove the authenticator app and the recovery codes."""
     require_recent(current)
-    if second_factor.authenticator_app(user_id) is None:
+    if not second_factor.has_second_factor(user_id):
         raise AccountError(NOT_ON, "Two-step verification is not on.")
     remove_all(user_id)
 
@@ -114,7 +114,7 @@ def turn_off(*, user_id: int, current: AuthSession) -> None:
 def new_recovery_codes(*, user_id: int, current: AuthSession) -> list[str]:
     """Replace the recovery codes (the old ones stop working); return the new ones."""
     require_recent(current)
-    if second_factor.authenticator_app(user_id) is None:
+    if not second_factor.has_second_factor(user_id):
         raise AccountError(NOT_ON, "Turn on two-step verification first.")
     return recovery_codes.replace_codes(user_id)
 

@@ -20,7 +20,6 @@ import json
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
-from ipaddress import ip_address
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -49,7 +48,7 @@ from webauthn.helpers.structs import (
 )
 
 from webapp.auth import urls
-from webapp.settings import current_settings
+from webapp.settings import current_settings, is_ip_address
 
 #: The longest credential response accepted (characters of JSON). Real ones are a few
 #: hundred bytes (attestation "none"); a packed attestation with certificates stays far
@@ -117,21 +116,13 @@ def _origin() -> str:
     return f"{parts.scheme}://{host}{port}"
 
 
-def _is_ip(host: str) -> bool:
-    try:
-        ip_address(host.strip("[]"))
-    except ValueError:
-        return False
-    return True
-
-
 def relying_party() -> RelyingParty | None:
     """Return this site as a relying party; None where browsers refuse passkeys (an IP
     address as host)."""
     conf = current_settings()
     origin = _origin()
     rp_id = conf.passkey_rp_id or urlsplit(origin).hostname or ""
-    if not rp_id or _is_ip(rp_id):
+    if not rp_id or is_ip_address(rp_id):
         return None
     return RelyingParty(rp_id, origin, conf.brand.name)
 

@@ -248,12 +248,13 @@ def create_session(
 def record_authentication(session: AuthSession, amr: Sequence[str]) -> None:
     """Record that the person just proved who they are again in ``session`` (a step-up),
     in the caller's transaction."""
+    now = utcnow()
     db.session.execute(
         update(Session)
         .where(Session.id == session.id)
-        .values(authenticated_at=utcnow(), amr=" ".join(amr))
+        .values(authenticated_at=now, amr=" ".join(amr))
     )
-    g.auth_session = replace(session, authenticated_at=utcnow())
+    g.auth_session = replace(session, authenticated_at=now)
 
 
 def _end_least_recently_used(user_id: int, *, keep: int, limit: int, now: datetime) -> None:

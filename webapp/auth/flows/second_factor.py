@@ -9,7 +9,7 @@ right code does not count.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from flask import request
 from sqlalchemy import select
@@ -44,7 +44,8 @@ class Challenge:
 
 def current_challenge() -> Challenge:
     """Return this browser's pending sign-in; ``SecondFactorExpired`` when there is none."""
-    signin = _pending()
+    signin = _held()
+    _require_user(signin.user_id)
     has_passkey = db.session.execute(
         select(Authenticator.id).where(Authenticator.user_id == signin.user_id).limit(1)
     ).first()
@@ -60,9 +61,7 @@ def passkey_may_pass(signin: Signin) -> bool:
 def pass_with_code(code: str) -> str:
     """Check ``code`` (TOTP or recovery code) for the pending sign-in and start its session;
     return where the browser goes. Raises ``WrongCode`` or ``AuthError``."""
-    signin = pending_signin.pending()
-    if signin is None:
-        raise AuthError("SecondFactorExpired", "no pending sign-in in this browser")
+    signin = _held()
     try:
         factor = _check(signin.user_id, code, recovery=True)
     except TooManyCodes:
@@ -89,23 +88,23 @@ def step_up_with_code(session: AuthSession, code: str) -> None:
     record_authentication(session, (factor, second_factor.MFA))
 
 
-def _pending() -> Signin:
+def _held() -> Signin:
+    """This browser's pending sign-in, read from its cookie alone (no database use)."""
     signin = pending_signin.pending()
-    if signin is None or db.session.get(User, signin.user_id) is None:
+    if signin is None:
         pending_signin.drop()
         raise AuthError("SecondFactorExpired", "no pending sign-in in this browser")
     return signin
 
 
+def _require_user(user_id: int) -> None:
+    if db.session.get(User, user_id) is None:
+        pending_signin.drop()
+        raise AuthError("SecondFactorExpired", f"user {user_id} no longer exists")
+
+
 def _with(signin: Signin, factor: str) -> Signin:
-    return Signin(
-        user_id=signin.user_id,
-        provider=signin.provider,
-        callback_url=signin.callback_url,
-        amr=second_factor.with_factor(signin.amr, factor),
-        is_new_user=signin.is_new_user,
-        provider_session=signin.provider_session,
-    )
+    return replace(signin, amr=second_factor.with_factor(signin.amr, factor))
 
 
 def _check(user_id: int, code: str, *, recovery: bool) -> str:
@@ -124,9 +123,7 @@ def _check(user_id: int, code: str, *, recovery: bool) -> str:
     )
     if counted is None:
         raise TooManyCodes()
-    if db.session.get(User, user_id) is None:
-        pending_signin.drop()
-        raise AuthError("SecondFactorExpired", f"user {user_id} no longer exists")
+    _require_user(user_id)
     factor = second_factor.check_code(user_id, code[:64], recovery=recovery)
     if factor is None:
         raise WrongCode()
