@@ -83,3 +83,21 @@ def test_second_factor_fields_survive_hostile_values(
     r = client.get("/auth/webauthn-options/passkey", query_string={"action": value})
     assert r.status_code < 500
     assert _state(app) == before
+
+
+def test_forged_host_headers_reach_no_new_route(app: Flask, client: FlaskClient) -> None:
+    """A forged Host is refused before any new route runs; forwarded host headers never
+    make the passkey options name another site (the RP ID and origin come from AUTH_URL)."""
+    before = _state(app)
+    for path in ("/auth/second-factor", "/auth/webauthn-options/passkey?action=authenticate"):
+        r = client.get(path, headers={"Host": "evil.example"})
+        assert r.status_code == 400
+        assert "evil.example" not in r.headers.get("Location", "")
+    r = client.get(
+        "/auth/webauthn-options/passkey?action=authenticate",
+        headers={"X-Forwarded-Host": "evil.example", "X-Forwarded-Proto": "https"},
+    )
+    assert r.status_code == 200
+    assert r.json["options"]["rpId"] == "localhost"
+    assert "evil" not in r.get_data(as_text=True)
+    assert _state(app) == before
