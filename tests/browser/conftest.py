@@ -131,9 +131,21 @@ def served(build: Callable[[str], Flask]) -> Iterator[tuple[str, Flask]]:
     """Serve ``build(origin)``'s app with werkzeug in a thread on a free loopback port;
     yield the origin and the app."""
     holder: dict[str, Any] = {}
-    server = make_server(
-        "127.0.0.1", 0, lambda env, start: holder["app"](env, start), threaded=True
-    )
+
+    def closing(environ: dict[str, Any], start_response: Any) -> Iterator[bytes]:
+        # Werkzeug's server never calls the answer's close() when the browser drops the
+        # connection (a page left while its favicon downloads); a production server does.
+        # Closing it here, when this generator is finalised, closes a served file
+        # explicitly instead of leaving it to the garbage collector's ResourceWarning.
+        body = holder["app"](environ, start_response)
+        try:
+            yield from body
+        finally:
+            close = getattr(body, "close", None)
+            if close is not None:
+                close()
+
+    server = make_server("127.0.0.1", 0, closing, threaded=True)
     origin = f"http://127.0.0.1:{server.server_port}"
     app = holder["app"] = build(origin)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
