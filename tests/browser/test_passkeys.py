@@ -8,6 +8,7 @@ Browsers refuse passkeys on an IP address, so this app is served as ``localhost`
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -147,6 +148,27 @@ def test_an_authenticator_without_a_passkey_fails_cleanly(local_page: Any) -> No
     # The page still works: another way in.
     demo_signin(page, "quinn@example.com")
     assert session_email(page) == "quinn@example.com"
+
+
+def test_the_button_pressed_while_the_fields_wait_is_still_answered(local_page: Any) -> None:
+    """The e-mail field's passkey wait (conditional UI) fetches its options first, slowly;
+    the button pressed meanwhile must not lose its ceremony to it (one challenge cookie per
+    browser, and a newer browser request aborts an older one)."""
+    page = local_page()
+    add_authenticator(page)
+    delayed: list[str] = []
+
+    def slow_first_options(route: Any) -> None:
+        if not delayed:
+            delayed.append(route.request.url)
+            time.sleep(1.5)
+        route.continue_()
+
+    page.route("**/auth/webauthn-options/passkey*", slow_first_options)
+    page.goto("/auth/signin")
+    page.get_by_role("button", name="Sign in with a passkey").click()
+    expect(page.get_by_role("alert").filter(has_text="No passkey was used")).to_be_visible()
+    assert delayed, "the field's wait asked for no options: conditional UI did not start"
 
 
 def test_a_second_authenticator_holds_no_credential(local_page: Any) -> None:

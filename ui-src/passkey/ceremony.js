@@ -56,12 +56,28 @@ async function finish(authBase, fields) {
   throw new PasskeyProblem(body.message ?? GENERIC);
 }
 
+// A browser holds one challenge cookie, so ceremonies take turns: each fetches its options
+// only once the one started before has its own (the newest cookie is then the newest
+// ceremony's), and a ceremony overtaken meanwhile (the e-mail field's wait, when the button
+// is pressed) stops before it starts the browser's, as if aborted.
+let newest = 0;
+let optionsInFlight = Promise.resolve();
+
+async function optionsInTurn(authBase, action) {
+  const mine = ++newest;
+  const fetched = optionsInFlight.then(() => getOptions(authBase, action));
+  optionsInFlight = fetched.catch(() => {});
+  const body = await fetched;
+  if (mine !== newest && !body.url) throw new DOMException("a newer passkey ceremony started", "AbortError");
+  return body;
+}
+
 /**
  * Sign in with a passkey (any of this site's, chosen in the browser's dialog or, with
  * `autofill`, from the e-mail field's suggestions); return the URL to go to.
  */
 export async function signInWithPasskey({ authBase, csrfToken, callbackUrl, autofill = false }) {
-  const { options, url } = await getOptions(authBase, "authenticate");
+  const { options, url } = await optionsInTurn(authBase, "authenticate");
   if (url) return url;
   const credential = await startAuthentication({ optionsJSON: options, useBrowserAutofill: autofill });
   const fields = { csrfToken, action: "authenticate", data: JSON.stringify(credential) };
@@ -71,7 +87,7 @@ export async function signInWithPasskey({ authBase, csrfToken, callbackUrl, auto
 
 /** Create a passkey for the signed-in person, named `name` (empty: the server picks); return the URL to go to. */
 export async function addPasskey({ authBase, csrfToken, name }) {
-  const { options, url } = await getOptions(authBase, "register");
+  const { options, url } = await optionsInTurn(authBase, "register");
   if (url) return url;
   const credential = await startRegistration({ optionsJSON: options });
   return finish(authBase, { csrfToken, action: "register", name, data: JSON.stringify(credential) });
