@@ -100,7 +100,7 @@ def test_failure_is_credentials_signin_and_stores_nothing(make_app, tmp_path):
     r = post(client, "ann@example.com", "wrong", callbackUrl="/account")
     assert r.status_code == 302
     assert r.headers["Location"] == (
-        "http://localhost/auth/error?error=CredentialsSignin&callbackUrl=%2Faccount"
+        "http://localhost/auth/error?error=CredentialsSignin&code=credentials&callbackUrl=%2Faccount"
     )
     r = client.get(r.headers["Location"])
     assert r.headers["Location"] == (

@@ -37,13 +37,63 @@ def test_a_token_from_another_browser_is_refused(app, client, auth):
     assert (row_count(app, User), row_count(app, Session)) == (0, 0)
 
 
-def test_json_clients_get_400_missing_csrf(app, client):
-    r = client.post("/auth/signin/demo", json={"email": "ann@example.com", "password": "demo"})
-    assert r.status_code == 400
-    assert r.json == {"error": "MissingCSRF"}
-    r = client.post("/auth/signin/demo", data={"json": "true"})
-    assert r.status_code == 400 and r.json == {"error": "MissingCSRF"}
+MISSING_CSRF_URL = {"url": "http://localhost/auth/signin?error=MissingCSRF"}
+
+
+@pytest.mark.parametrize(
+    ("path", "extra"),
+    [
+        ("/auth/signin/demo", {"json": {"email": "ann@example.com", "password": "demo"}}),
+        ("/auth/signin/demo", {"data": {"json": "true", "email": "ann@example.com"}}),
+        ("/auth/callback/demo", {"data": {"json": "true", "email": "ann@example.com"}}),
+        ("/auth/signin/email", {"headers": {"X-Auth-Return-Redirect": "1"}}),
+        ("/auth/signout", {"data": {"json": "true", "csrfToken": "stale"}}),
+        ("/auth/signout", {"headers": {"X-Auth-Return-Redirect": "1"}}),
+    ],
+)
+def test_auth_js_clients_get_the_signin_page_url_for_a_csrf_failure(app, client, path, extra):
+    # As @auth/core answers: 200 with the page to follow. Every Auth.js client does
+    # ``new URL(data.url)`` on the answer; a 400 without ``url`` threw in the user's page.
+    r = client.post(path, **extra)
+    assert (r.status_code, r.json) == (200, MISSING_CSRF_URL)
     assert (row_count(app, User), row_count(app, Session)) == (0, 0)
+
+
+def test_the_account_api_keeps_its_400_for_a_csrf_failure(client, auth):
+    # Not an Auth.js route: its callers read ``error``, as for every other refusal.
+    auth.signin()
+    r = client.post("/account/api/sessions/end-others", json={})
+    assert (r.status_code, r.json) == (400, {"error": "MissingCSRF"})
+
+
+@pytest.mark.parametrize(
+    ("asked", "status"),
+    [({"data": {"json": "true"}}, 401), ({"headers": {"X-Auth-Return-Redirect": "1"}}, 200)],
+    ids=["next-auth-v4-json-field", "auth-core-header"],
+)
+def test_a_failed_credentials_signin_in_json_mode(app, client, auth, asked, status):
+    # next-auth v4's server answers its client's ``json=true`` with 401 (its ``signIn()``
+    # then reports ``ok: false``); @auth/core answers the header with 200. Both name the
+    # error, and the failure's kind in ``code`` as @auth/core does.
+    data = {"email": "ann@example.com", "password": "wrong", "csrfToken": auth.csrf()}
+    data.update(asked.get("data", {}))
+    r = client.post("/auth/callback/demo", data=data, headers=asked.get("headers"))
+    assert r.status_code == status
+    assert r.json == {"url": "http://localhost/auth/error?error=CredentialsSignin&code=credentials"}
+    assert (row_count(app, User), row_count(app, Session)) == (0, 0)
+
+
+def test_other_errors_in_json_mode_name_a_page_to_follow(client):
+    # An oversized body, an unknown action and a wrong method are not Auth.js's coded
+    # errors, but its clients still read ``url``: it names the error page.
+    json_mode = {"X-Auth-Return-Redirect": "1"}
+    big = client.post("/auth/signin/email", data={"email": "a" * 2_000_000}, headers=json_mode)
+    assert big.status_code == 413
+    assert big.json["url"] == "http://localhost/auth/error?error=RequestEntityTooLarge"
+    unknown = client.post("/auth/no-such-action", headers=json_mode)
+    assert unknown.status_code == 404
+    assert unknown.json["url"] == "http://localhost/auth/error?error=NotFound"
+    assert unknown.json["error"] == "Not Found"
 
 
 def test_scripts_can_send_the_token_in_a_header(client, auth):

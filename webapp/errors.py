@@ -9,6 +9,7 @@ find them. Scripts get JSON; people get a readable page.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from flask import Flask, g, jsonify, redirect, request
 from flask_wtf.csrf import CSRFError
@@ -18,11 +19,12 @@ from werkzeug.wrappers import Response
 
 from webapp import logsafe, transactions
 from webapp.auth import reauth, urls
-from webapp.auth.answers import callback_url_param, send_to, wants_json
+from webapp.auth.answers import callback_url_param, json_field_sent, send_to, wants_json
 from webapp.auth.bearer import InvalidBearerToken
 from webapp.auth.errorpage import render_error_page
 from webapp.auth.errors import AccountError, AuthError, code_for
 from webapp.auth.sessions import treat_as_signed_out
+from webapp.settings import current_settings
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +54,24 @@ def expects_json() -> bool:
     return request.accept_mimetypes.best == "application/json"
 
 
+def follows_urls() -> bool:
+    """Whether the caller is an Auth.js client of the auth routes in JSON mode: it reads
+    ``url`` from every answer (``new URL(data.url)``), errors included, so each error must
+    name the page Auth.js would send the browser to."""
+    base = current_settings().base_path
+    return wants_json() and (request.path == base or request.path.startswith(base + "/"))
+
+
+def _error_body(error: str) -> dict[str, Any]:
+    """A JSON error's body: the error's name and the request id (for the logs); for an
+    Auth.js client, also the error page's URL to follow."""
+    body: dict[str, Any] = {"error": error, "requestId": g.get("request_id")}
+    if follows_urls():
+        # A code-like name in the URL ("Not Found" → "NotFound").
+        body["url"] = urls.auth_url("error", error="".join(error.split()))
+    return body
+
+
 def init_app(app: Flask) -> None:
     """Register the error handlers."""
     app.register_error_handler(AuthError, _signin_failed)
@@ -72,7 +92,16 @@ def _signin_failed(exc: AuthError) -> Response:
         transactions.discard()
     # The detail may quote the provider's answer or the request (an address, a URL).
     log.warning("auth error %s: %s", exc.code, logsafe.encode(logsafe.redact(exc.detail or "-")))
-    return send_to(urls.auth_url("error", error=exc.code, callbackUrl=callback_url_param()))
+    # @auth/core names the credentials failure's kind in ``code`` (its clients return it).
+    kind = "credentials" if exc.code == "CredentialsSignin" else None
+    response = send_to(
+        urls.auth_url("error", error=exc.code, code=kind, callbackUrl=callback_url_param())
+    )
+    if kind and json_field_sent():
+        # next-auth v4's server answers its client's ``json=true`` with 401 here, and
+        # applications test ``res.ok``; v5's clients send the header and expect 200.
+        response.status_code = 401
+    return response
 
 
 def _account_refused(exc: AccountError) -> tuple[Response | str, int]:
@@ -109,6 +138,9 @@ def _csrf_failed(exc: CSRFError) -> Response | tuple[Response, int]:
         logsafe.encode(request.path),
         exc.description,
     )
+    if follows_urls():
+        # As @auth/core answers: the sign-in page with the error, to follow or to read.
+        return jsonify({"url": urls.auth_url("signin", error="MissingCSRF")})
     if expects_json():
         return jsonify({"error": "MissingCSRF"}), 400
     return redirect(urls.auth_url("signin", error="MissingCSRF"))
@@ -117,7 +149,7 @@ def _csrf_failed(exc: CSRFError) -> Response | tuple[Response, int]:
 def _http_error(exc: HTTPException) -> Response | HTTPException:
     if not expects_json():
         return exc
-    response = jsonify({"error": exc.name, "requestId": g.get("request_id")})
+    response = jsonify(_error_body(exc.name))
     response.status_code = exc.code or 500
     if exc.code == 405:
         response.headers["Allow"] = ", ".join(getattr(exc, "valid_methods", None) or [])
@@ -142,8 +174,7 @@ def _database_unavailable(exc: OperationalError) -> tuple[Response | str, int, d
     )
     headers = {"Retry-After": str(RETRY_AFTER)}
     if expects_json():
-        body = {"error": "ServiceUnavailable", "requestId": g.get("request_id")}
-        return jsonify(body), 503, headers
+        return jsonify(_error_body("ServiceUnavailable")), 503, headers
     return render_error_page(None), 503, headers
 
 
@@ -153,7 +184,7 @@ def _unexpected(exc: Exception) -> tuple[Response | str, int]:
         "unhandled error on %s %s", logsafe.encode(request.method), logsafe.encode(request.path)
     )
     if expects_json():
-        return jsonify({"error": "InternalError", "requestId": g.get("request_id")}), 500
+        return jsonify(_error_body("InternalError")), 500
     return render_error_page(None), 500
 
 

@@ -36,9 +36,15 @@ def session_required(view: F) -> F:
 
 def wants_json() -> bool:
     """Whether the client asked for ``{"url": …}`` instead of a redirect (Auth.js style)."""
-    if request.headers.get("X-Auth-Return-Redirect") or _form_field("json") == "true":
+    if request.headers.get("X-Auth-Return-Redirect") or json_field_sent():
         return True
     return request.is_json
+
+
+def json_field_sent() -> bool:
+    """Whether the form carries ``json=true``, as next-auth v4's client sends it (v5's
+    sends the ``X-Auth-Return-Redirect`` header instead)."""
+    return _form_field("json") == "true"
 
 
 def _form_field(name: str) -> str | None:
