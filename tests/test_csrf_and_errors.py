@@ -149,6 +149,20 @@ def test_unknown_or_missing_code_is_a_generic_200(client, query):
     assert "<script>" not in page
 
 
+SPOOF = "Your account is locked. Call +1-555-0100 now"
+
+
+@pytest.mark.parametrize("path", ["/auth/error", "/auth/signin"])
+def test_a_page_never_shows_a_code_it_does_not_know(client, path):
+    # Content spoofing: the text of an unknown ``error`` must not reach the page, neither
+    # as the "code" in the reference line nor in the islands' data.
+    r = client.get(path, query_string={"error": SPOOF})
+    assert r.status_code == 200
+    page = r.get_data(as_text=True)
+    assert "Something went wrong" in page
+    assert "555-0100" not in page and "locked" not in page
+
+
 def test_every_code_has_its_own_message():
     assert len({c.message for c in CODES.values()}) == len(CODES)
     assert {c for c, entry in CODES.items() if entry.shown_on == "error"} == {

@@ -136,6 +136,38 @@ def test_unknown_actions_get_404(client, path):
     assert client.get(path).status_code == 404
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "status", "title"),
+    [
+        ("get", "/auth/nope", 404, "Page not found"),
+        ("get", "/no-such-page", 404, "Page not found"),
+        ("post", "/", 405, "That page cannot be used this way"),
+        ("delete", "/account", 405, "That page cannot be used this way"),
+        ("put", "/auth/signout", 405, "That page cannot be used this way"),
+    ],
+)
+def test_http_errors_get_the_sites_own_page(client, method, path, status, title):
+    # Not the framework's bare page: the site's layout, a title and a way on, the request
+    # id as the reference; a 405 keeps its Allow header.
+    r = getattr(client, method)(path)
+    assert r.status_code == status
+    page = r.get_data(as_text=True)
+    assert f'<h1 id="card-title">{title}</h1>' in page
+    assert r.headers["X-Request-ID"] in page
+    assert 'href="/auth/signin"' in page or 'href="/"' in page
+    assert "Werkzeug" not in page and "The requested URL" not in page
+    if status == 405:
+        assert r.headers["Allow"]
+    if path.startswith("/auth/"):
+        assert "no-store" in r.headers["Cache-Control"]
+
+
+def test_an_oversized_form_gets_the_sites_own_413_page(client):
+    r = client.post("/auth/signin/email", data={"email": "a" * 2_000_000})
+    assert r.status_code == 413
+    assert "Too much was sent" in r.get_data(as_text=True)
+
+
 def test_every_response_carries_a_request_id(client):
     r = client.get("/auth/session")
     assert re.fullmatch(r"[0-9a-f]{32}", r.headers["X-Request-ID"])

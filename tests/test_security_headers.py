@@ -149,3 +149,22 @@ def test_bad_hsts_settings_name_the_setting(name, value):
         load_settings(
             {"APP_ENV": "development", name: value}, instance_path="/tmp/webapp-test-instance"
         )
+
+
+# -- the fixed headers, spelled out (not compared with the constant that sets them) -------
+
+
+@pytest.mark.parametrize(
+    "path", ["/", "/auth/signin", "/auth/session", "/auth/error?error=Verification", "/nope"]
+)
+def test_no_page_can_be_framed_sniffed_or_given_scripts_from_elsewhere(client, path):
+    r = client.get(path)
+    policy = {
+        directive.split(" ", 1)[0]: directive.split(" ", 1)[1]
+        for directive in r.headers["Content-Security-Policy"].split("; ")
+    }
+    assert policy["frame-ancestors"] == "'none'"  # clickjacking
+    assert policy["script-src"] == "'self'" and policy["object-src"] == "'none'"
+    assert policy["base-uri"] == "'none'"
+    assert r.headers["X-Content-Type-Options"] == "nosniff"
+    assert r.headers["Referrer-Policy"] == "strict-origin-when-cross-origin"

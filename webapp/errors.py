@@ -146,13 +146,22 @@ def _csrf_failed(exc: CSRFError) -> Response | tuple[Response, int]:
     return redirect(urls.auth_url("signin", error="MissingCSRF"))
 
 
-def _http_error(exc: HTTPException) -> Response | HTTPException:
-    if not expects_json():
-        return exc
-    response = jsonify(_error_body(exc.name))
-    response.status_code = exc.code or 500
-    if exc.code == 405:
-        response.headers["Allow"] = ", ".join(getattr(exc, "valid_methods", None) or [])
+def _http_error(exc: HTTPException) -> Response:
+    """An HTTP error (404, 405, 413, …): the site's own page, or JSON; the framework's
+    headers (``Allow``, ``Retry-After``) are kept."""
+    status = exc.code or 500
+    if expects_json():
+        response: Response = jsonify(_error_body(exc.name))
+    else:
+        response = Response(render_error_page(None, status=status), mimetype="text/html")
+    response.status_code = status
+    for name, value in exc.get_headers():
+        if name not in ("Content-Type", "Content-Length"):
+            response.headers[name] = value
+    base = current_settings().base_path
+    if request.path.startswith(base + "/"):
+        # Every answer under the auth path is personal-looking; a cache keeps none.
+        response.headers["Cache-Control"] = "private, no-cache, no-store"
     return response
 
 

@@ -252,6 +252,12 @@ CODES: dict[str, Code] = {
 SIGNIN_CODES = frozenset(code for code, c in CODES.items() if c.shown_on == SIGNIN_PAGE)
 
 
+def known_code(code: str | None) -> str | None:
+    """Return ``code`` if it is one of ours, else None: a page never shows a code it was
+    handed in a URL that we did not define (``?error=Call +1-555-0100``)."""
+    return code if code in CODES else None
+
+
 def code_for(code: str | None) -> Code:
     """Return the table entry for ``code``; unknown or missing codes get a generic one."""
     return CODES.get(code or "", _DEFAULT)

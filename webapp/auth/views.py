@@ -22,7 +22,7 @@ from webapp.auth import beacon, reauth, urls
 from webapp.auth.answers import callback_url_param, navigate_htmx, send_to, session_required
 from webapp.auth.bearer import bearer_identity, bearer_session_json
 from webapp.auth.errorpage import render_error_page
-from webapp.auth.errors import SIGNIN_CODES, code_for, error_page_code
+from webapp.auth.errors import SIGNIN_CODES, code_for, error_page_code, known_code
 from webapp.auth.flows import passkey
 from webapp.auth.flows.backchannel import BackchannelLogoutOff, backchannel_logout
 from webapp.auth.flows.device import (
@@ -106,13 +106,14 @@ def csrf_view() -> Response:
 
 @bp.get("/signin", provide_automatic_options=False)
 def signin_page() -> str:
-    code = request.args.get("error")
+    asked = request.args.get("error")
     callback = callback_url_param()
     return render_template(
         "auth/signin.html",
         providers=list(providers().values()),
-        error_code=code if code else None,
-        error=code_for(code) if code else None,
+        # An unknown code gets the generic message, and is not shown.
+        error_code=known_code(asked),
+        error=code_for(asked) if asked else None,
         callback_url=callback if is_safe_callback_url(callback) else None,
         email=request.args.get("email", "")[:254],
     )
@@ -284,7 +285,7 @@ def verify_request_page() -> str:
 
 @bp.get("/error", provide_automatic_options=False)
 def error_page() -> Response | tuple[str, int]:
-    code = request.args.get("error")
+    code = known_code(request.args.get("error"))
     if code in SIGNIN_CODES:
         return redirect(urls.auth_url("signin", error=code, callbackUrl=callback_url_param()))
     return render_error_page(code), error_page_code(code).status
