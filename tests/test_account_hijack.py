@@ -21,7 +21,8 @@ from flask.testing import FlaskClient
 from flask_migrate import downgrade, upgrade
 
 from webapp import MIGRATIONS_DIR, create_app
-from webapp.auth.flows.linking import MAX_PICTURE_URL, picture_url
+from webapp.auth.errors import AuthError
+from webapp.auth.flows.linking import MAX_PICTURE_URL, picture_url, resolve_user
 from webapp.auth.hooks import AuthHooks, UserInfo
 from webapp.extensions import db
 from webapp.models import Account, Session, User
@@ -491,3 +492,24 @@ def test_downgrade_clears_only_unverified_duplicates_and_keeps_every_row(
             )
         assert foreign_keys == 1
         db.engine.dispose()
+
+
+@pytest.mark.parametrize(
+    "address", ["Ann@Example.com", "ann@example.com\r\nBcc: evil@example.com", " ann@example.com"]
+)
+def test_no_user_row_is_written_with_an_address_outside_the_normal_form(app, address):
+    # Every flow normalises its source's address; resolve_user checks once more before a
+    # row exists, so a flow that forgot cannot store a header-breaking address.
+    with app.test_request_context(), pytest.raises(AuthError) as refused:
+        resolve_user(
+            provider="local",
+            provider_type="oidc",
+            subject="s-1",
+            info=UserInfo(email=address, subject="s-1", email_verified=True),
+            current_user_id=None,
+            allow_email_linking=False,
+            create_error="OAuthCreateAccount",
+        )
+    assert refused.value.code == "OAuthCreateAccount"
+    with app.app_context():
+        assert db.session.query(User).count() == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import sqlalchemy as sa
 from freezegun import freeze_time
 
@@ -252,3 +253,47 @@ def test_demo_password_is_the_only_one_the_demo_accepts(client, auth):
     assert "CredentialsSignin" in r.headers["Location"]
     r = auth.signin("ann@example.com", password="demo")
     assert r.headers["Location"] == "http://localhost/"
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "ann@example.com\r\nBcc: evil@example.com",
+        "ann@example.com, evil@example.com",
+        "Ann <ann@example.com>",
+        "ann@example.com\x00",
+        "ann\u202e@example.com",
+        "a" * 300 + "@example.com",
+    ],
+)
+def test_an_address_the_hook_vouches_for_still_goes_through_the_normaliser(
+    make_app, tmp_path, address
+):
+    # The application's hook is a source like any other: an address we would not accept
+    # from a person fails the sign-in with the provider's code and writes nothing (a user
+    # row holding it would later become a mail header).
+    hooks = AuthHooks()
+
+    @hooks.authorize_credentials
+    def authorize(form):
+        return UserInfo(email=address, name="Ann", subject="ann-1", email_verified=True)
+
+    app = credentials_app(make_app, tmp_path, hooks=hooks)
+    client = app.test_client()
+    r = post(client, "ann@example.com", "right")
+    assert r.headers["Location"].startswith("http://localhost/auth/error?error=CredentialsSignin")
+    assert (row_count(app, User), row_count(app, Session), row_count(app, Account)) == (0, 0, 0)
+
+
+def test_the_hooks_address_is_stored_in_the_normal_form(make_app, tmp_path):
+    hooks = AuthHooks()
+
+    @hooks.authorize_credentials
+    def authorize(form):
+        return UserInfo(email="  Ann@EXAMPLE.com ", subject="ann-1", email_verified=True)
+
+    app = credentials_app(make_app, tmp_path, hooks=hooks)
+    r = post(app.test_client(), "ann@example.com", "right")
+    assert r.headers["Location"] == "http://localhost/"
+    with app.app_context():
+        assert [u.email for u in User.query.all()] == ["ann@example.com"]

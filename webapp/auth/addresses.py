@@ -48,3 +48,14 @@ def normalize_email(value: str) -> str:
     if any(not label for label in domain.split(".")):
         raise InvalidAddress("domain with an empty label")
     return address
+
+
+def address_or_none(value: object) -> str | None:
+    """Return ``value`` in the normal form, or None when it is no string or no address we
+    accept (for a provider's profile, where a missing address is allowed)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return normalize_email(value)
+    except InvalidAddress:
+        return None

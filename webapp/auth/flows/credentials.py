@@ -45,11 +45,10 @@ def complete_credentials_signin(
     info = authorize(submitted)
     if info is None or not (info.subject or info.email):
         raise AuthError("CredentialsSignin", "authorize hook rejected the attempt")
+    info = dataclasses.replace(info, email=_address(info.email))
     # A right answer was no guess: it gives its count back, and this browser is known.
     ratelimit.release(counted)
     known_browsers.remember(ratelimit.identifier_hash(key))
-
-    info = dataclasses.replace(info, email=_address(info.email))
     resolved = resolve_user(
         provider=provider_id,
         provider_type="credentials",
@@ -71,10 +70,14 @@ def complete_credentials_signin(
 
 
 def _address(value: str | None) -> str | None:
-    """The hook's address in our normal form; one we do not accept is no address."""
+    """The hook's address in our normal form. One we do not accept fails the sign-in: the
+    application vouched for it, and a user row must never hold it (it would become a
+    mail header)."""
     if value is None:
         return None
     try:
         return normalize_email(value)
-    except InvalidAddress:
-        return None
+    except InvalidAddress as exc:
+        raise AuthError(
+            "CredentialsSignin", f"authorize hook returned an address we do not accept: {exc}"
+        ) from None

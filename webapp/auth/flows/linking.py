@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
+from webapp.auth.addresses import address_or_none
 from webapp.auth.errors import AuthError
 from webapp.auth.hooks import UserInfo, account_linked, user_created
 from webapp.clock import utcnow
@@ -62,6 +63,9 @@ def resolve_user(
     ``tokens`` (``account_columns`` of the token response) are written to the account on
     every sign-in so they are never stale (committed with the request).
     """
+    if info.email is not None and address_or_none(info.email) != info.email:
+        # Each flow normalises its source's address; this is the last check before a row.
+        raise AuthError(create_error, "the address is not in the normal form")
     for attempt in range(2):
         try:
             with db.session.begin_nested():

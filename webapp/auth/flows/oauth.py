@@ -20,7 +20,7 @@ from authlib.common.urls import add_params_to_uri
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
 
 from webapp.auth import reauth, urls
-from webapp.auth.addresses import InvalidAddress, normalize_email
+from webapp.auth.addresses import address_or_none
 from webapp.auth.errors import AuthError
 from webapp.auth.flows.finish import finish_signin
 from webapp.auth.flows.linking import account_columns, resolve_user
@@ -297,23 +297,13 @@ def _user_info(client: OAuthClient, profile: Mapping[str, Any]) -> tuple[str, Us
     if not isinstance(subject, str) or not subject or len(subject) > 255:
         raise AuthError("OAuthCallback", f"{client.id}: profile has no usable subject")
     return subject, UserInfo(
-        email=_address(mapped.get("email")),
+        email=address_or_none(mapped.get("email")),
         name=_text(mapped.get("name"), 255),
         # Whole: linking.picture_url drops a URL that is too long (a cut one is another).
         image=_text(mapped.get("image"), None),
         subject=subject,
         email_verified=mapped.get("email_verified") in (True, "true"),
     )
-
-
-def _address(value: Any) -> str | None:
-    """The provider's address in our normal form, or None if it is not one we accept."""
-    if not isinstance(value, str):
-        return None
-    try:
-        return normalize_email(value)
-    except InvalidAddress:
-        return None
 
 
 def _lookup(profile: Mapping[str, Any], path: str | list[str]) -> Any:
