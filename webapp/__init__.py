@@ -15,6 +15,7 @@ from webapp.auth.cookies import CSRF_COOKIE, apply_cookies, cookie_name
 from webapp.auth.hooks import AuthHooks
 from webapp.cookie_session import CookieSessionInterface
 from webapp.extensions import csrf, db, login_manager
+from webapp.jsonsafe import JSONProvider
 from webapp.settings import Settings, install, load_settings
 
 log = logging.getLogger(__name__)
@@ -45,8 +46,7 @@ def create_app(
     app.extensions["webapp.hooks"] = hooks or AuthHooks()
     _configure_flask(app, conf)
     app.session_interface = CookieSessionInterface()
-    # Keep the configured order (GET providers is keyed by provider id, in that order).
-    app.json.sort_keys = False  # type: ignore[attr-defined]
+    app.json = JSONProvider(app)
     app.config["TESTING"] = bool((config or {}).get("TESTING", False))
 
     observability.init_app(app)

@@ -15,7 +15,7 @@ from typing import Any
 
 from flask import Request
 
-from webapp import logsafe
+from webapp import jsonsafe, logsafe
 from webapp.auth import ratelimit
 from webapp.settings import current_settings
 
@@ -57,7 +57,7 @@ def accept(request: Request) -> str | None:
 def _parse(request: Request) -> dict[str, Any] | None:
     if request.mimetype == "application/json":
         try:
-            data = json.loads(request.get_data(cache=False))
+            data = jsonsafe.loads(request.get_data(cache=False))
         except (ValueError, UnicodeDecodeError):
             return None
         return data if isinstance(data, dict) else None

@@ -16,7 +16,6 @@ whatever the answer held (not JSON, a wrong shape, a huge value): never an uncau
 from __future__ import annotations
 
 import hmac
-import json
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -47,6 +46,7 @@ from webauthn.helpers.structs import (
     UserVerificationRequirement,
 )
 
+from webapp import jsonsafe
 from webapp.auth import urls
 from webapp.settings import current_settings, is_ip_address
 
@@ -212,7 +212,7 @@ def parse_response(data: str) -> dict[str, Any]:
     if len(data) > MAX_RESPONSE_CHARS:
         raise PasskeyRefused(f"response of {len(data)} characters")
     try:
-        response = json.loads(data)
+        response = jsonsafe.loads(data)
     except ValueError:
         raise PasskeyRefused("response is not JSON") from None
     if not isinstance(response, dict):

@@ -15,6 +15,7 @@ from typing import Any
 
 from authlib.common.urls import add_params_to_uri
 
+from webapp import jsonsafe
 from webapp.auth import urls
 from webapp.auth.oauth import client_auth
 from webapp.auth.oauth.config import OAuthConfig
@@ -173,7 +174,7 @@ class OAuthClient:
         if answer.status_code != 200:
             raise ProviderUnavailable(f"introspection endpoint: HTTP {answer.status_code}")
         try:
-            body = answer.json()
+            body = jsonsafe.loads(answer.content)
         except ValueError as exc:
             raise ProviderUnavailable("introspection endpoint: body is not JSON") from exc
         if not isinstance(body, dict) or not isinstance(body.get("active"), bool):

@@ -27,6 +27,7 @@ from joserfc import jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import ECKey, JWKRegistry, OctKey, RSAKey
 
+from webapp import jsonsafe
 from webapp.auth.oauth.metadata import ProviderUnavailable, timeouts
 from webapp.settings import ConfigError, Settings
 
@@ -245,7 +246,7 @@ def request_device_authorization(
     except requests.RequestException as exc:
         raise ProviderUnavailable(f"device authorization: {type(exc).__name__}") from exc
     try:
-        body = response.json()
+        body = jsonsafe.loads(response.content)
     except ValueError:
         body = None
     if response.status_code != 200 or not isinstance(body, dict):

@@ -15,6 +15,7 @@ from typing import Any
 
 import requests
 
+from webapp import jsonsafe
 from webapp.settings import Settings, is_loopback_url
 
 
@@ -52,7 +53,7 @@ def get_json(
     if response.status_code != 200:
         raise ProviderUnavailable(f"GET {url}: HTTP {response.status_code}")
     try:
-        return response.json()
+        return jsonsafe.loads(response.content)
     except ValueError as exc:
         raise ProviderUnavailable(f"GET {url}: body is not JSON") from exc
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from joserfc import jwt
 
+from webapp import jsonsafe
 from webapp.auth.oauth.client_auth import PrivateKey
 from webapp.auth.oauth.metadata import ProviderUnavailable
 
@@ -121,7 +122,7 @@ def apple_user_name(
     adjusted = dict(profile)
     adjusted["email_verified"] = profile.get("email_verified") in (True, "true")
     try:
-        user = json.loads(form.get("user", "") or "{}")
+        user = jsonsafe.loads(form.get("user", "") or "{}")
     except ValueError:
         user = {}
     name = user.get("name") if isinstance(user, dict) else None
