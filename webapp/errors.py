@@ -22,7 +22,7 @@ from webapp.auth import reauth, urls
 from webapp.auth.answers import callback_url_param, json_field_sent, send_to, wants_json
 from webapp.auth.bearer import InvalidBearerToken
 from webapp.auth.errorpage import render_error_page
-from webapp.auth.errors import AccountError, AuthError, code_for
+from webapp.auth.errors import SIGNIN_CODES, AccountError, AuthError, code_for
 from webapp.auth.sessions import treat_as_signed_out
 from webapp.settings import current_settings
 
@@ -94,8 +94,11 @@ def _signin_failed(exc: AuthError) -> Response:
     log.warning("auth error %s: %s", exc.code, logsafe.encode(logsafe.redact(exc.detail or "-")))
     # @auth/core names the credentials failure's kind in ``code`` (its clients return it).
     kind = "credentials" if exc.code == "CredentialsSignin" else None
+    # A browser goes through the error route, which sends sign-in codes on to the sign-in
+    # page; a script is given that page at once, as @auth/core does.
+    page = "signin" if follows_urls() and exc.code in SIGNIN_CODES else "error"
     response = send_to(
-        urls.auth_url("error", error=exc.code, code=kind, callbackUrl=callback_url_param())
+        urls.auth_url(page, error=exc.code, code=kind, callbackUrl=callback_url_param())
     )
     if kind and json_field_sent():
         # next-auth v4's server answers its client's ``json=true`` with 401 here, and
