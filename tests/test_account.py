@@ -8,11 +8,13 @@ from datetime import timedelta
 import pytest
 from freezegun import freeze_time
 
+from webapp.account.display import breakable
 from webapp.clock import utcnow
 from webapp.extensions import db
-from webapp.models import Account, Session, User
+from webapp.models import Account, Authenticator, Session, User
 
-from .helpers import demo_sign_in, row_count
+from .helpers import AuthActions, demo_sign_in, row_count
+from .oauth_support import email_sign_in
 
 CHROME_UA = (
     "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) "
@@ -75,13 +77,46 @@ def without_email(app):
     app.extensions["webapp.providers"].pop("email", None)
 
 
+NO_METHOD = "No sign-in method is linked"
+
+
+def _verify_address(app, email="ann@example.com") -> None:
+    """Mark the user's address proven, as an e-mail link or a verified provider would."""
+    with app.app_context():
+        user = db.session.execute(db.select(User).where(User.email == email)).scalar_one()
+        user.email_verified = utcnow()
+        db.session.commit()
+
+
 def test_an_only_account_can_go_while_e_mail_links_can_sign_in(app, client, auth):
     assert "email" in app.extensions["webapp.providers"]
     auth.signin()
+    _verify_address(app)
     (account_id,) = _account_ids(app, _user(app).id)
+    page = client.get("/account").get_data(as_text=True)
+    assert f"/account/accounts/{account_id}/unlink" in page
     r = client.post(f"/account/accounts/{account_id}/unlink", data={"csrfToken": auth.csrf()})
     assert r.status_code == 303
     assert _account_ids(app, _user(app).id) == []
+    # The card still lists the way in that is left, never "no method".
+    page = client.get("/account").get_data(as_text=True)
+    assert "a link or code sent to" in page and "ann<wbr>@example<wbr>.com" in page
+    assert NO_METHOD not in page
+
+
+def test_an_unverified_address_is_no_way_in(app, client, auth):
+    # The demo hook does not vouch for the address: an e-mail link to it would sign in a
+    # new user of its own, not this one, so the demo account is the only way in.
+    assert "email" in app.extensions["webapp.providers"]
+    auth.signin()
+    (account_id,) = _account_ids(app, _user(app).id)
+    page = client.get("/account").get_data(as_text=True)
+    assert "/unlink" not in page and "a link or code sent to" not in page
+    assert "This is your only way to sign in, so it cannot be removed." in page
+    r = _api_post(client, auth, f"/accounts/{account_id}/unlink")
+    assert (r.status_code, r.json["error"]) == (409, "LastSignInMethod")
+    assert client.get("/account/api").json["accounts"][0]["removable"] is False
+    assert _account_ids(app, _user(app).id) == [account_id]
 
 
 def test_the_last_sign_in_method_cannot_be_removed(app, client, auth, without_email):
@@ -101,6 +136,131 @@ def test_the_last_sign_in_method_cannot_be_removed(app, client, auth, without_em
 def _account_ids(app, user_id: int) -> list[int]:
     with app.app_context():
         return list(db.session.scalars(db.select(Account.id).where(Account.user_id == user_id)))
+
+
+# E-mail sign-in: a way in that comes with the verified address -------------------------------
+
+EVE = "eve@example.com"
+
+
+@pytest.fixture
+def eve(email_app, mailbox):
+    """An app with e-mail sign-in; Eve signed in there by e-mail link (her address is
+    verified, and the sign-in wrote an ``email`` account row). Returns (app, her actions)."""
+    app = email_app()
+    actions = AuthActions(app.test_client())
+    email_sign_in(actions.client, mailbox, EVE)
+    return app, actions
+
+
+def _email_row(app) -> int:
+    with app.app_context():
+        return db.session.execute(
+            db.select(Account.id).where(
+                Account.provider == "email", Account.provider_account_id == EVE
+            )
+        ).scalar_one()
+
+
+def test_e_mail_sign_in_is_listed_as_a_way_in_with_nothing_to_remove(eve):
+    app, eve_ = eve
+    row = _email_row(app)
+    page = eve_.client.get("/account").get_data(as_text=True)
+    assert "<strong>E-mail</strong>" in page and "eve<wbr>@example<wbr>.com" in page
+    assert "comes with your verified address, so it cannot be removed" in page
+    assert f"/account/accounts/{row}/unlink" not in page
+    assert NO_METHOD not in page and "only way to sign in" not in page
+    body = eve_.client.get("/account/api").json
+    assert [(a["provider"], a["removable"]) for a in body["accounts"]] == [("email", False)]
+
+
+def test_a_crafted_request_cannot_remove_e_mail_sign_in(eve):
+    app, eve_ = eve
+    row = _email_row(app)
+    path = f"/account/accounts/{row}/unlink"
+    refusal = f"E-mail sign-in comes with your verified address ({EVE}), so it cannot be removed."
+    r = eve_.client.post(path, data={"csrfToken": eve_.csrf()}, headers=HTMX)
+    assert r.status_code == 200
+    assert '<p class="notice notice--error" role="alert"' in r.get_data(as_text=True)
+    assert refusal in r.get_data(as_text=True)
+    r = eve_.client.post(path, data={"csrfToken": eve_.csrf()})
+    assert (r.status_code, r.headers["Location"]) == (303, "/account#accounts")
+    assert refusal in eve_.client.get("/account").get_data(as_text=True)
+    r = _api_post(eve_.client, eve_, path.removeprefix("/account"))
+    assert (r.status_code, r.json["error"]) == (409, "EmailSignInKept")
+    assert refusal in r.json["message"]
+    # Nor does the step page a confirmation returns to offer it: back to the card.
+    r = eve_.client.get(path)
+    assert (r.status_code, r.headers["Location"]) == (303, "/account#accounts")
+    assert row_count(app, Account, id=row) == 1
+
+
+def test_e_mail_sign_in_stays_listed_without_its_row(eve, mailbox):
+    # The row is a record of the first e-mail sign-in, not what lets the next one in: a
+    # link to the verified address signs Eve in, row or not, and writes the row again.
+    app, eve_ = eve
+    with app.app_context():
+        db.session.execute(db.delete(Account).where(Account.provider == "email"))
+        db.session.commit()
+    page = eve_.client.get("/account").get_data(as_text=True)
+    assert "a link or code sent to" in page and NO_METHOD not in page
+    other = app.test_client()
+    email_sign_in(other, mailbox, EVE)
+    assert other.get("/auth/session").json["user"]["email"] == EVE
+    assert row_count(app, User) == 1 and row_count(app, Account, provider="email") == 1
+
+
+def test_a_provider_can_go_while_e_mail_sign_in_stays(eve, account_factory):
+    app, eve_ = eve
+    user_id = _user(app, EVE).id
+    github = account_factory(app, user_id)
+    page = eve_.client.get("/account").get_data(as_text=True)
+    assert f"/account/accounts/{github}/unlink" in page
+    assert f"/account/accounts/{_email_row(app)}/unlink" not in page
+    r = eve_.client.post(
+        f"/account/accounts/{github}/unlink", data={"csrfToken": eve_.csrf()}, headers=HTMX
+    )
+    assert "github was removed from your sign-in methods." in r.get_data(as_text=True)
+    assert _account_ids(app, user_id) == [_email_row(app)]
+
+
+def test_passkeys_are_listed_as_a_way_in(app, client, auth, without_email):
+    auth.signin()
+    user = _user(app)
+    with app.app_context():
+        db.session.execute(db.delete(Account).where(Account.user_id == user.id))
+        db.session.add(
+            Authenticator(
+                user_id=user.id,
+                credential_id="cred-1",
+                public_key="key",
+                sign_count=0,
+                backed_up=True,
+                device_type="multi_device",
+                name="Phone",
+            )
+        )
+        db.session.commit()
+    page = client.get("/account").get_data(as_text=True)
+    assert "<strong>Passkeys</strong>" in page and "1 passkey," in page
+    assert NO_METHOD not in page
+
+
+def test_no_method_is_said_only_when_none_works(app, client, auth, without_email):
+    auth.signin()
+    with app.app_context():
+        db.session.execute(db.delete(Account))
+        db.session.commit()
+    page = client.get("/account").get_data(as_text=True)
+    assert f"{NO_METHOD}: after signing out you could not sign in again." in page
+
+
+def test_an_address_breaks_between_its_parts_only():
+    assert breakable("ann.lee@mail.example-co.uk") == (
+        'ann<wbr>.lee<wbr>@mail<wbr>.example<wbr><span class="nobr">-c</span>o<wbr>.uk'
+    )
+    assert breakable("<b>@x") == "&lt;b&gt;<wbr>@x"
+    assert breakable(None) == "" and breakable("-") == "-"
 
 
 def test_unlink_with_htmx_returns_the_section(app, client, auth, account_factory):
@@ -292,6 +452,7 @@ def test_api_refusals_have_codes(app, client, auth, without_email):
     (account_id,) = _account_ids(app, _user(app).id)
     r = _api_post(client, auth, f"/accounts/{account_id}/unlink")
     assert (r.status_code, r.json["error"]) == (409, "LastSignInMethod")
+    assert client.get("/account/api").json["accounts"][0]["removable"] is False
     r = _api_post(client, auth, "/sessions/999999/end")
     assert (r.status_code, r.json["error"]) == (404, "NotFound")
     r = _api_post(client, auth, "/delete", {"confirm": "nope"})

@@ -3,13 +3,16 @@ signing out; then the same main flows with JavaScript off."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from playwright.sync_api import expect
 
+from webapp.clock import utcnow
 from webapp.extensions import db
 from webapp.models import Account, User
 
-from .conftest import demo_signin
+from .conftest import SCREENSHOTS, demo_signin
 
 pytestmark = pytest.mark.browser
 
@@ -78,11 +81,13 @@ def test_unlink_refusal_unlink_and_delete(new_page, live_server):
     demo_signin(page, "hal@example.com")
     page.goto("/account")
     accounts = page.locator("#accounts")
-    # E-mail sign-in is offered, so even the only account could go; a second makes it plain.
+    expect(accounts.get_by_role("button", name="Remove Demo account")).to_have_count(0)
     _link_account(live_server, "hal@example.com")
     page.reload()
-    linked = accounts.get_by_role("list", name="Linked sign-in methods").get_by_role("listitem")
-    expect(linked).to_have_count(2)
+    # The demo address is not verified, so a link to it would sign in someone new: e-mail is
+    # no way in here, and the only account could not go; a second one makes it removable.
+    methods = accounts.get_by_role("list", name="Your sign-in methods").get_by_role("listitem")
+    expect(methods).to_have_count(2)
     expect(accounts.get_by_role("button", name="Link Acme SSO")).to_be_visible()
     expect(accounts.get_by_role("button", name="Link Initech")).to_have_count(0)
     accounts.get_by_role("button", name="Remove Initech").click()
@@ -171,6 +176,120 @@ def test_link_another_provider_through_the_openid_provider(new_page, live_server
     accounts = page.locator("#accounts")
     accounts.get_by_role("button", name="Link Hooli").click()
     page.wait_for_url(f"{live_server.url}/account")
-    linked = accounts.get_by_role("list", name="Linked sign-in methods")
-    expect(linked.get_by_role("button", name="Remove Hooli")).to_be_visible()
+    methods = accounts.get_by_role("list", name="Your sign-in methods")
+    expect(methods.get_by_role("button", name="Remove Hooli")).to_be_visible()
     expect(accounts.get_by_role("button", name="Link Hooli")).to_have_count(0)
+
+
+LONG_ADDRESS = "maximilian.alexander.featherstonehaugh@subdomain.example-company.co.uk"
+
+#: The index in ``el``'s text of the first character of each line after the first.
+LINE_STARTS = """el => {
+  const starts = [];
+  let top = null;
+  let index = 0;
+  const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    for (let k = 0; k < node.length; k++, index++) {
+      const range = document.createRange();
+      range.setStart(node, k);
+      range.setEnd(node, k + 1);
+      const box = range.getClientRects()[0];
+      if (!box) continue;
+      if (top !== null && box.top > top + 2) starts.push(index);
+      if (top === null || box.top > top + 2) top = box.top;
+    }
+  }
+  return starts;
+}"""
+
+#: How many lines of text an element's content box holds.
+LINES = """el => {
+  const style = getComputedStyle(el);
+  const inner = el.getBoundingClientRect().height - parseFloat(style.paddingTop)
+    - parseFloat(style.paddingBottom) - parseFloat(style.borderTopWidth)
+    - parseFloat(style.borderBottomWidth);
+  return inner / parseFloat(style.lineHeight);
+}"""
+
+#: The rows the header's items take: boxes whose heights overlap share a row.
+HEADER_ROWS = """() => {
+  const boxes = [...document.querySelectorAll(".site-header .brand, .site-header nav a")]
+    .map((el) => el.getBoundingClientRect()).sort((a, b) => a.top - b.top);
+  let rows = 0;
+  let bottom = -Infinity;
+  for (const box of boxes) {
+    if (box.top >= bottom) rows++;
+    bottom = Math.max(bottom, box.bottom);
+  }
+  return rows;
+}"""
+
+
+def _breaks_between_parts(locator: Any, text: str) -> list[int]:
+    """Check that ``locator``'s text is ``text`` and that each of its lines after the first
+    starts after a space or at an address's "@", "." or "-" (so no part of the address is
+    cut, and no line ends in a hyphen that reads as a split word); return where lines start."""
+    assert locator.evaluate("el => el.textContent") == text
+    starts = locator.evaluate(LINE_STARTS)
+    assert all(text[i] in "@.-" or text[i - 1] == " " for i in starts), [text[i:] for i in starts]
+    return starts
+
+
+def _no_sideways_scroll(page: Any) -> None:
+    assert page.evaluate("document.documentElement.scrollWidth - innerWidth") <= 0
+
+
+def test_a_long_address_on_a_phone(new_page, live_server):
+    """At 375 px: the address wraps only between its parts, the avatar sits with the name,
+    the header keeps to two rows, the button with its "last used" badge to two lines."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page = new_page(viewport={"width": 375, "height": 800})
+    demo_signin(page, LONG_ADDRESS)
+    # As if the address had been proven since: e-mail sign-in is then one of the ways in.
+    with live_server.app.app_context():
+        user = db.session.execute(db.select(User).where(User.email == LONG_ADDRESS)).scalar_one()
+        user.email_verified = utcnow()
+        db.session.commit()
+
+    page.goto("/account")
+    profile = page.locator("#profile")
+    address = profile.locator(".address")
+    assert _breaks_between_parts(address, LONG_ADDRESS), "the address fits on one line?"
+    assert address.evaluate(
+        "el => el.getBoundingClientRect().right"
+        " <= el.closest('.panel').getBoundingClientRect().right"
+    ), "the address sticks out of its panel"
+    avatar = profile.locator(".avatar").bounding_box()
+    name = profile.locator(".profile__name").bounding_box()
+    assert avatar is not None and name is not None
+    assert name["x"] >= avatar["x"] + avatar["width"], "the name is not beside the avatar"
+    assert name["y"] < avatar["y"] + avatar["height"] and avatar["y"] < name["y"] + name["height"]
+    _breaks_between_parts(profile.locator(".profile__name"), LONG_ADDRESS.split("@")[0])
+    # The e-mail way in is listed with its address, and offers nothing to remove.
+    email = page.locator("#accounts li", has_text="a link or code sent to")
+    _breaks_between_parts(email.locator(".address"), LONG_ADDRESS)
+    expect(email.get_by_role("button")).to_have_count(0)
+    expect(page.get_by_role("button", name="Remove Demo account")).to_be_visible()
+
+    assert page.evaluate(HEADER_ROWS) <= 2
+    who = page.get_by_role("navigation").get_by_role("link", name=LONG_ADDRESS)
+    expect(who).to_have_attribute("title", LONG_ADDRESS)
+    assert who.evaluate(LINES) < 1.5, "the address in the header wraps"
+    _no_sideways_scroll(page)
+    page.screenshot(path=SCREENSHOTS / "account-long-address-375.png", full_page=True)
+
+    page.goto("/account/confirm")
+    send = page.get_by_role("button", name=f"Send a sign-in code to {LONG_ADDRESS}")
+    _breaks_between_parts(send.locator(":scope > span"), f"Send a sign-in code to {LONG_ADDRESS}")
+    _no_sideways_scroll(page)
+    page.screenshot(path=SCREENSHOTS / "confirm-long-address-375.png", full_page=True)
+
+    # The sign-in page remembers the demo sign-in: its button says "last used".
+    page.goto("/auth/signin")
+    button = page.get_by_role("button", name="Sign in with Demo account")
+    expect(button.locator(".badge")).to_have_text("last used")
+    assert button.evaluate(LINES) <= 2.1, "the button with its badge takes over two lines"
+    assert page.evaluate(HEADER_ROWS) <= 2
+    _no_sideways_scroll(page)
+    page.screenshot(path=SCREENSHOTS / "signin-last-used-375.png", full_page=True)

@@ -49,6 +49,9 @@ def overview(session: AuthSession) -> Response:
                     "providerName": a.provider_name,
                     "type": a.type,
                     "createdAt": iso_utc(a.created_at),
+                    # False for the last way in, and for the e-mail sign-in that comes
+                    # with the verified address (refused as LastSignInMethod).
+                    "removable": view.can_unlink and not a.follows_address,
                 }
                 for a in view.accounts
             ],

@@ -43,6 +43,8 @@ NOT_FOUND = "NotFound"
 LAST_METHOD = "LastSignInMethod"
 REAUTH_REQUIRED = "RecentSignInRequired"
 NOT_CONFIRMED = "ConfirmationRequired"
+#: Removing the e-mail sign-in that comes with the verified address (it would come back).
+EMAIL_KEPT = "EmailSignInKept"
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,20 @@ class SignInMethod:
     provider_name: str
     type: str
     created_at: datetime
+    #: The e-mail provider's row for the user's verified address. E-mail sign-in follows
+    #: from the address itself (a link to it finds this user, row or not, and writes the row
+    #: again), so removing the row would change nothing: the page shows it as the e-mail
+    #: way in, never with "Remove", and ``unlink_account`` refuses it.
+    follows_address: bool = False
+
+
+@dataclass(frozen=True)
+class EmailSignIn:
+    """E-mail sign-in as one of the user's ways in: a link or code sent to the address."""
+
+    provider_id: str
+    provider_name: str
+    address: str
 
 
 @dataclass(frozen=True)
@@ -93,6 +109,9 @@ def _passkey_info(row: Authenticator) -> PasskeyInfo:
 class Overview:
     user: User
     accounts: list[SignInMethod]
+    #: A link or code sent to the verified address signs the user in (None: it does not).
+    email_signin: EmailSignIn | None
+    #: Removing a provider or a passkey leaves a way in.
     can_unlink: bool
     link_options: list[LinkOption]
     sessions: list[SessionInfo]
@@ -111,26 +130,46 @@ def _provider_name(provider_id: str) -> str:
     return provider.name if provider is not None else provider_id
 
 
-def _method(account: Account) -> SignInMethod:
+def _method(account: Account, user: User) -> SignInMethod:
     return SignInMethod(
         account.id,
         account.provider,
         _provider_name(account.provider),
         account.type,
         account.created_at,
+        follows_address=_follows_address(account, user),
     )
 
 
 def sign_in_method(*, user_id: int, account_id: int) -> SignInMethod | None:
     """Return one of the user's sign-in methods, or None if it is not theirs (or gone)."""
+    user = db.session.get(User, user_id)
     account = next((a for a in _accounts(user_id) if a.id == account_id), None)
-    return _method(account) if account is not None else None
+    return _method(account, user) if account is not None and user is not None else None
 
 
-def _email_signin_available(user: User) -> bool:
-    # With an e-mail provider configured, a person with an address can always get a link:
-    # that is a way to sign in even without an account row.
-    return bool(user.email) and any(p.type == "email" for p in providers().values())
+def _email_signin(user: User) -> EmailSignIn | None:
+    """E-mail sign-in for ``user``, when a link or code sent to their address signs them
+    in: an e-mail provider is configured and the address is verified. A link to an
+    unverified address signs in a new user of its own, never this one (the linking rules,
+    webapp/auth/flows/linking.py), so it is no way in here."""
+    if not user.email or user.email_verified is None:
+        return None
+    provider = next((p for p in providers().values() if p.type == "email"), None)
+    if provider is None:
+        return None
+    return EmailSignIn(provider.id, provider.name, user.email)
+
+
+def _follows_address(account: Account, user: User) -> bool:
+    """Whether ``account`` is an e-mail provider's row for the user's verified address."""
+    provider = providers().get(account.provider)
+    return (
+        provider is not None
+        and provider.type == "email"
+        and user.email_verified is not None
+        and account.provider_account_id == user.email
+    )
 
 
 def _accounts(user_id: int) -> list[Account]:
@@ -153,10 +192,12 @@ def _passkeys_offered() -> bool:
 
 def _leaves_a_method(user: User, accounts: list[Account], passkeys: list[Authenticator]) -> bool:
     """Whether the user keeps a way to sign in after removing one of ``accounts`` or
-    ``passkeys``: another linked provider, another passkey (while passkeys are on), or
-    an e-mail link."""
-    methods = len(accounts) + (len(passkeys) if _passkeys_offered() else 0)
-    return methods > 1 or _email_signin_available(user)
+    ``passkeys``: e-mail sign-in to the verified address, another linked provider, or
+    another passkey (while passkeys are on). Without e-mail sign-in no row follows from
+    the address, so every row counts."""
+    if _email_signin(user) is not None:
+        return True
+    return len(accounts) + (len(passkeys) if _passkeys_offered() else 0) > 1
 
 
 def account_overview(*, user_id: int, session: AuthSession) -> Overview:
@@ -174,7 +215,8 @@ def account_overview(*, user_id: int, session: AuthSession) -> Overview:
     )
     return Overview(
         user=user,
-        accounts=[_method(a) for a in accounts],
+        accounts=[_method(a, user) for a in accounts],
+        email_signin=_email_signin(user),
         # Removing a provider or a passkey: either leaves another way in, or neither.
         can_unlink=_leaves_a_method(user, accounts, passkeys),
         link_options=[
@@ -237,10 +279,11 @@ def confirmation_methods(*, user_id: int) -> list[ConfirmMethod]:
                     "credentials", provider.id, provider.name, account.provider_account_id, fields
                 )
             )
-    if user.email and user.email_verified:
-        email = next((p for p in configured.values() if p.type == "email"), None)
-        if email is not None:
-            methods.append(ConfirmMethod("email", email.id, email.name, user.email))
+    email = _email_signin(user)
+    if email is not None:
+        methods.append(
+            ConfirmMethod("email", email.provider_id, email.provider_name, email.address)
+        )
     return methods
 
 
@@ -255,7 +298,8 @@ def link_option(*, user_id: int, provider_id: str) -> LinkOption | None:
 
 
 def unlink_account(*, user_id: int, account_id: int, current: AuthSession) -> SignInMethod:
-    """Remove one of the user's sign-in methods; refuse to remove the last one.
+    """Remove one of the user's sign-in methods; refuse to remove the last one, and the
+    e-mail row of the verified address (removing it would not stop e-mail sign-in).
 
     Needs a recent sign-in (``reauth``): with an old stolen cookie, removing the owner's
     methods would lock her out for good. The account's tokens are revoked at the provider
@@ -267,6 +311,12 @@ def unlink_account(*, user_id: int, account_id: int, current: AuthSession) -> Si
     account = next((a for a in accounts if a.id == account_id), None)
     if user is None or account is None:
         raise AccountError(NOT_FOUND, "That sign-in method is not linked to your account.")
+    if _follows_address(account, user):
+        raise AccountError(
+            EMAIL_KEPT,
+            f"E-mail sign-in comes with your verified address ({user.email}), so it cannot "
+            "be removed. Two-step verification makes a link alone not enough.",
+        )
     if not _leaves_a_method(user, accounts, _passkeys(user_id)):
         raise AccountError(
             LAST_METHOD,
@@ -275,7 +325,7 @@ def unlink_account(*, user_id: int, account_id: int, current: AuthSession) -> Si
         )
     revoke_tokens(account, forget=False)
     db.session.delete(account)
-    return _method(account)
+    return _method(account, user)
 
 
 def rename_passkey(*, user_id: int, passkey_id: int, name: str) -> PasskeyInfo:

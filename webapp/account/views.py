@@ -28,6 +28,7 @@ from flask_login import current_user
 
 from webapp import transactions
 from webapp.account import flows, two_factor
+from webapp.account.display import breakable
 from webapp.auth import reauth
 from webapp.auth.errors import AccountError
 from webapp.auth.flows.second_factor import TooManyCodes, WrongCode, step_up_with_code
@@ -39,6 +40,7 @@ from webapp.extensions import login_manager
 bp = Blueprint("account", __name__)
 # Every answer here is personal, even the signed-out redirect: never cached (ui.csp).
 bp.before_request(mark_personal)
+bp.add_app_template_filter(breakable, "breakable")
 
 #: The template of each section an action can re-render.
 SECTIONS = {
@@ -141,9 +143,10 @@ def link_page(provider_id: str) -> ResponseReturnValue:
 @bp.get("/account/accounts/<id:account_id>/unlink")
 @browser_session_required
 def unlink_page(account_id: int) -> ResponseReturnValue:
-    """The step a confirmation returns to before removing a method."""
+    """The step a confirmation returns to before removing a method. The e-mail sign-in of
+    the verified address is no method to remove: the account page explains it instead."""
     account = flows.sign_in_method(user_id=current_user.id, account_id=account_id)
-    if account is None:
+    if account is None or account.follows_address:
         return redirect(url_for("account.overview", _anchor="accounts"), code=303)
     return render_template("account/unlink.html", account=account)
 

@@ -183,6 +183,13 @@ CODES: dict[str, Code] = {
         "This is your only way to sign in, so it cannot be removed.",
         "Link another provider first.",
     ),
+    "EmailSignInKept": Code(
+        ACCOUNT,
+        409,
+        "E-mail sign-in stays",
+        "E-mail sign-in comes with your verified address, so it cannot be removed.",
+        "Turn on two-step verification so that a link alone is not enough to sign in.",
+    ),
     "WrongCode": Code(
         ACCOUNT,
         400,
