@@ -32,7 +32,8 @@ OPTIONS = "/auth/webauthn-options/passkey"
 CALLBACK = "/auth/callback/passkey"
 JSON_ANSWER = {"X-Auth-Return-Redirect": "1"}
 HTMX = {"HX-Request": "true"}
-REFUSED = "http://localhost/auth/error?error=PasskeySignin"
+# JSON mode: a sign-in code names the sign-in page at once (docs/routes.md, "JSON mode").
+REFUSED = "http://localhost/auth/signin?error=PasskeySignin"
 
 
 class Passkeys:
@@ -319,7 +320,7 @@ def test_no_passkey_sign_up_for_strangers(
     response = passkeys.authenticator.register(passkeys.options("register"))
     auth.signout()
     answer = passkeys.post("register", response)
-    assert answer.json == {"url": "http://localhost/auth/error?error=SessionRequired"}
+    assert answer.json == {"url": "http://localhost/auth/signin?error=SessionRequired"}
     assert row_count(app, Authenticator) == 0
 
 
@@ -567,7 +568,10 @@ def test_unknown_callback_actions_and_gets_are_refused(
     client: FlaskClient, registered: Passkeys
 ) -> None:
     assert registered.post("delete", "{}").json["url"] == REFUSED
-    assert client.get(CALLBACK).headers["Location"] == REFUSED
+    assert (
+        client.get(CALLBACK).headers["Location"]
+        == "http://localhost/auth/error?error=PasskeySignin"
+    )
     csrf = client.get("/auth/csrf").json["csrfToken"]
     r = client.post("/auth/signin/passkey", data={"csrfToken": csrf})
     assert r.headers["Location"].endswith("/auth/error?error=PasskeySignin")
@@ -625,7 +629,9 @@ def test_an_unverified_passkey_cannot_also_be_the_second_factor(
     # One passkey without user verification is one factor: using it again at the gate
     # must not make two (a security key with no PIN would pass two-step verification).
     assert registered.sign_in(uv=False) == "http://localhost/auth/second-factor"
-    assert registered.sign_in(uv=False) == ("http://localhost/auth/error?error=SecondFactorPasskey")
+    assert registered.sign_in(uv=False) == (
+        "http://localhost/auth/signin?error=SecondFactorPasskey"
+    )
     assert _sessions(app) == []
 
 
@@ -821,7 +827,7 @@ def test_a_parent_domain_as_rp_id(make_app) -> None:
     wrong = authenticator.authenticate(options, rp_id="login.example.com")
     form = {"csrfToken": csrf, "action": "authenticate", "data": json.dumps(wrong)}
     r = client.post(CALLBACK, data=form, headers=JSON_ANSWER, base_url=base)
-    assert r.json["url"] == f"{base}/auth/error?error=PasskeySignin"
+    assert r.json["url"] == f"{base}/auth/signin?error=PasskeySignin"
     options = client.get(f"{OPTIONS}?action=authenticate", base_url=base).json["options"]
     form["data"] = json.dumps(authenticator.authenticate(options))
     r = client.post(CALLBACK, data=form, headers=JSON_ANSWER, base_url=base)
