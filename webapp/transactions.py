@@ -21,9 +21,22 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from flask import Flask, g
+from sqlalchemy.exc import DBAPIError
 from werkzeug.wrappers import Response
 
 from webapp.extensions import db
+
+#: Headers of a view's answer that an answer replacing it after a failed commit keeps: set
+#: before the commit by the hooks registered after it (webapp/ui/csp.py, the auth routes').
+_KEPT_HEADERS = (
+    "Content-Security-Policy",
+    "X-Content-Type-Options",
+    "Referrer-Policy",
+    "Strict-Transport-Security",
+    "Cache-Control",
+    "Pragma",
+    "Expires",
+)
 
 
 def on_commit(action: Callable[[], object]) -> None:
@@ -40,6 +53,10 @@ def discard() -> None:
 def commit() -> None:
     """Commit this request's writes, then run what was queued for after the commit."""
     db.session.commit()
+    _run_queued()
+
+
+def _run_queued() -> None:
     for action in g.pop("on_commit", ()):
         action()
 
@@ -50,8 +67,20 @@ def init_app(app: Flask) -> None:
     @app.after_request
     def _commit(response: Response) -> Response:
         # A request that never used the ORM session (the hot session read) costs one check.
-        if db.session.registry.has() and db.session().in_transaction():
-            commit()
-        elif "on_commit" in g:
-            commit()
+        wrote = db.session.registry.has() and db.session().in_transaction()
+        if not wrote and "on_commit" not in g:
+            return response
+        try:
+            db.session.commit()
+        except DBAPIError as exc:
+            # The view's answer told of writes that are not stored: answer as the error's
+            # own handler does (a 503 for a lost database). Raised from here, it would reach
+            # only Flask's generic 500. The answer's cookies are dropped with it; the
+            # headers the later-registered hooks already set (security, caching) are kept.
+            failed = app.make_response(app.handle_user_exception(exc))
+            for name in _KEPT_HEADERS:
+                if name in response.headers:
+                    failed.headers[name] = response.headers[name]
+            return failed
+        _run_queued()
         return response

@@ -82,16 +82,21 @@ class ProviderMetadata:
         self._jwks_uri = jwks_uri
         self._jwks: list[dict[str, Any]] | None = None
         self._last_refetch = float("-inf")
-        # Re-entrant: fetching keys may need the discovery document first.
-        self._lock = threading.RLock()
+        # Guards the cache only: fetches run outside it, so a stalled provider costs each
+        # waiting request its own timeout, not the sum of those queued before it.
+        self._lock = threading.Lock()
 
     def document(self) -> dict[str, Any]:
-        """Return the discovery document, fetching it once; check its issuer and URLs."""
+        """Return the discovery document, fetching it once; check its issuer and URLs.
+
+        Requests that find no document each fetch it (a failure is not cached); the first
+        answer stored is the one kept."""
         if self._document is not None:
             return self._document
+        fetched = self._discover()
         with self._lock:
             if self._document is None:
-                self._document = self._discover()
+                self._document = fetched
             return self._document
 
     def _discover(self) -> dict[str, Any]:
@@ -123,15 +128,24 @@ class ProviderMetadata:
         tokens with made-up kids costs the provider at most one request per interval.
         """
         with self._lock:
-            if self._jwks is None:
-                self._jwks = self._fetch_keys()
-            elif kid is not None and not any(k.get("kid") == kid for k in self._jwks):
+            known = self._jwks
+            fetch = known is None
+            if (
+                known is not None
+                and kid is not None
+                and not any(k.get("kid") == kid for k in known)
+            ):
                 now = time.monotonic()
                 interval = self.conf.jwks_refetch_interval.total_seconds()
                 if now - self._last_refetch >= interval:
                     self._last_refetch = now
-                    self._jwks = self._fetch_keys()
-            return self._jwks
+                    fetch = True
+        if known is not None and not fetch:
+            return known
+        fetched = self._fetch_keys()
+        with self._lock:
+            self._jwks = fetched
+        return fetched
 
     def _fetch_keys(self) -> list[dict[str, Any]]:
         uri = self._jwks_uri or self.document().get("jwks_uri")
