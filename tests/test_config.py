@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
+
+import click
 import pytest
 
 from webapp import create_app
-from webapp.settings import ConfigError, load_settings
+from webapp.settings import ConfigError, DevServer, dev_server, load_settings
 
 SECRET = "s" * 40
 
@@ -33,11 +36,96 @@ def test_development_generates_and_keeps_a_secret(tmp_path):
 
 def test_development_defaults():
     conf = settings({"APP_ENV": "development"})
-    assert conf.auth_url == "http://127.0.0.1:5000/auth"
-    assert conf.base_path == "/auth" and conf.origin == "http://127.0.0.1:5000"
+    # localhost, not 127.0.0.1: browsers refuse an IP address as a passkey's relying party.
+    assert conf.auth_url == "http://localhost:5000/auth"
+    assert conf.base_path == "/auth" and conf.origin == "http://localhost:5000"
     assert conf.database_url.startswith("sqlite:///") and conf.demo_credentials
-    assert conf.email_from == "no-reply@127.0.0.1"
+    assert conf.email_from == "no-reply@localhost"
     assert conf.session_max_age.days == 30 and conf.session_update_age.days == 1
+    # Under another server than `flask run` the port is unknown: links follow the request.
+    assert conf.auth_url_from_request
+
+
+@pytest.mark.parametrize(
+    "served,auth_url",
+    [
+        (DevServer("127.0.0.1", 5002), "http://localhost:5002/auth"),
+        (DevServer("localhost", 5003), "http://localhost:5003/auth"),
+        (DevServer("::1", 5004), "http://localhost:5004/auth"),
+        (DevServer("0.0.0.0", 8080), "http://localhost:8080/auth"),
+        (DevServer("::", 8080), "http://localhost:8080/auth"),
+        (DevServer("192.168.1.20", 5000), "http://192.168.1.20:5000/auth"),
+        (DevServer("fd00::20", 5000), "http://[fd00::20]:5000/auth"),
+        (DevServer("Dev.Example", 5000), "http://dev.example:5000/auth"),
+        (DevServer("127.0.0.1", 5443, https=True), "https://localhost:5443/auth"),
+    ],
+)
+def test_development_auth_url_is_where_flask_run_serves(served, auth_url):
+    """``flask run`` on any port (--port, -p, FLASK_RUN_PORT, scripts/dev's PORT): links,
+    redirects and e-mails name that port; a loopback or wildcard address is named
+    ``localhost``."""
+    conf = load_settings(
+        {"APP_ENV": "development", "AUTH_SECRET": SECRET},
+        instance_path="/tmp/webapp-test-instance",
+        served=served,
+    )
+    assert conf.auth_url == auth_url and not conf.auth_url_from_request
+
+
+def test_flask_run_on_port_0_without_auth_url_stops_start_up():
+    with pytest.raises(
+        ConfigError, match=r"flask run --port 0 .* give the port .* or set AUTH_URL"
+    ):
+        load_settings(
+            {"APP_ENV": "development", "AUTH_SECRET": SECRET},
+            instance_path="/tmp/webapp-test-instance",
+            served=DevServer("127.0.0.1", 0),
+        )
+
+
+def test_a_development_auth_url_naming_another_port_is_kept_with_a_warning(caplog):
+    """A proxy or port mapping may forward AUTH_URL's port to the one served, so the given
+    AUTH_URL stands; the warning says where links lead and how to change it."""
+    env = {
+        "APP_ENV": "development",
+        "AUTH_SECRET": SECRET,
+        "AUTH_URL": "http://localhost:5000/auth",
+    }
+    with caplog.at_level(logging.WARNING, logger="webapp.settings"):
+        conf = load_settings(env, instance_path="/tmp/x", served=DevServer("127.0.0.1", 5002))
+        load_settings(env, instance_path="/tmp/x", served=DevServer("127.0.0.1", 5000))
+        load_settings(
+            {**env, "AUTH_URL": "http://localhost/auth"},
+            instance_path="/tmp/x",
+            served=DevServer("127.0.0.1", 80),
+        )
+    assert conf.auth_url == "http://localhost:5000/auth"
+    [warning] = caplog.records
+    assert warning.getMessage().startswith(
+        "AUTH_URL is http://localhost:5000/auth but this server listens on port 5002: every "
+        "link and redirect leads to port 5000."
+    )
+    assert "unset AUTH_URL (development then uses http://localhost:5002/auth)" in (
+        warning.getMessage()
+    )
+
+
+def test_production_takes_no_address_from_flask_run():
+    with pytest.raises(ConfigError, match="AUTH_URL is required"):
+        load_settings(
+            {"AUTH_SECRET": SECRET}, instance_path="/tmp/x", served=DevServer("127.0.0.1", 5002)
+        )
+
+
+def test_flask_run_s_options_are_read_from_its_command_only():
+    from flask.cli import run_command
+
+    assert dev_server() is None
+    with click.Context(run_command, info_name="run") as ctx:
+        ctx.params.update(host="0.0.0.0", port=5005, cert=None)
+        assert dev_server() == DevServer("0.0.0.0", 5005, https=False)
+    with click.Context(click.Command("cleanup"), info_name="cleanup"):
+        assert dev_server() is None
 
 
 def test_secret_must_be_long_enough():

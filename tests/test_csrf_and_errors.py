@@ -172,8 +172,9 @@ def test_every_code_has_its_own_message():
     }
 
 
-def test_error_page_links_are_not_built_from_the_request(client):
-    # A host the app answers to (foreign ones get 400) but not AUTH_URL's.
+def test_error_page_links_are_not_built_from_the_request(make_app):
+    # A host the app answers to (an allowed alias; foreign ones get 400) but not AUTH_URL's.
+    client = make_app(AUTH_ALLOWED_HOSTS="127.0.0.1").test_client()
     page = client.get("/auth/error?error=Verification", headers={"Host": "127.0.0.1:9999"})
     assert page.status_code == 403
     assert b"127.0.0.1" not in page.data and b"9999" not in page.data

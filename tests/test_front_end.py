@@ -148,8 +148,9 @@ def test_chooser_data_drops_an_unsafe_callback_url(client):
         ("Nonsense", "Try signing in again"),
     ],
 )
-def test_error_page_server_content_is_the_island_data(client, code, first):
-    # A host the app answers to (foreign ones get 400) but not AUTH_URL's.
+def test_error_page_server_content_is_the_island_data(make_app, code, first):
+    # A host the app answers to (an allowed alias; foreign ones get 400) but not AUTH_URL's.
+    client = make_app(AUTH_ALLOWED_HOSTS="127.0.0.1").test_client()
     r = client.get(f"/auth/error?error={code}", headers={"Host": "127.0.0.1:9999"})
     html = r.get_data(as_text=True)
     (block,) = re.findall(

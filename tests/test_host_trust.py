@@ -305,13 +305,68 @@ def test_allowed_hosts_are_accepted_but_links_still_name_auth_url(
     assert len(mailbox.messages) == 3
 
 
-def test_development_accepts_loopback_names_and_refuses_others(
+#: A sign-in with a query Auth.js clients send; the redirect keeps it as it was sent.
+SIGNIN_WITH_QUERY = "/auth/callback/demo?callbackUrl=%2Fa%3Fb%3D1%26c%3D2&x=%C3%A9+y"
+
+
+@pytest.mark.parametrize(
+    ("auth_url", "others"),
+    [
+        (
+            "http://localhost:5000/auth",
+            ["127.0.0.1", "127.0.0.1:5000", "127.0.0.1:9999", "[::1]:5000"],
+        ),
+        ("http://127.0.0.1:5000/auth", ["localhost", "localhost:5000", "LOCALHOST.:9999", "[::1]"]),
+    ],
+)
+def test_development_sends_the_other_loopback_names_to_auth_url_s_host(
+    make_app: Callable[..., Flask], auth_url: str, others: list[str]
+) -> None:
+    """A form shown at one loopback name and posted to another fails its CSRF check (the
+    cookie belongs to the first name), and htmx refuses the other name's URLs: so the other
+    names are sent to AUTH_URL's host before any page, cookie or row, with a 307 built from
+    AUTH_URL (never the request's host or port) that keeps method, path and query."""
+    app = make_app(AUTH_URL=auth_url)
+    client = app.test_client()
+    own = auth_url.split("//")[1].split(":")[0]
+    for port in ("5000", "5001"):
+        assert client.get("/auth/session", headers={"Host": f"{own}:{port}"}).status_code == 200
+    token = client.get("/auth/csrf", headers={"Host": f"{own}:5000"}).json["csrfToken"]  # type: ignore[index]
+    form = {"csrfToken": token, "email": "ann@example.com", "password": "demo"}
+    for host in others:
+        for method in ("GET", "POST"):
+            response = client.open(
+                SIGNIN_WITH_QUERY, method=method, headers={"Host": host}, data=form
+            )
+            assert response.status_code == 307, (host, method)
+            assert (
+                response.headers["Location"] == auth_url.removesuffix("/auth") + SIGNIN_WITH_QUERY
+            )
+            assert response.headers["Cache-Control"] == "no-store"
+            assert "Set-Cookie" not in response.headers
+    assert row_count(app, Session) == 0 and row_count(app, User) == 0
+    # The same form at AUTH_URL's host signs in: the redirect was the only obstacle.
+    signed_in = client.post(SIGNIN_WITH_QUERY, headers={"Host": f"{own}:5000"}, data=form)
+    assert signed_in.status_code == 302 and row_count(app, Session) == 1
+    assert client.get("/auth/session", headers={"Host": EVIL}).status_code == 400
+
+
+def test_development_serves_a_loopback_name_listed_in_allowed_hosts(
     make_app: Callable[..., Flask],
 ) -> None:
-    client = make_app(AUTH_URL="http://127.0.0.1:5000/auth").test_client()
-    for host in ("localhost:5000", "127.0.0.1:5001", "[::1]:5000"):
-        assert client.get("/auth/session", headers={"Host": host}).status_code == 200
-    assert client.get("/auth/session", headers={"Host": EVIL}).status_code == 400
+    client = make_app(AUTH_URL="http://localhost:5000/auth", AUTH_ALLOWED_HOSTS="127.0.0.1")
+    response = client.test_client().get("/auth/providers", headers={"Host": "127.0.0.1:5000"})
+    assert response.status_code == 200
+    assert response.json["demo"]["signinUrl"] == "http://localhost:5000/auth/signin/demo"  # type: ignore[index]
+
+
+def test_production_never_redirects_a_loopback_name(
+    production_app: Callable[..., Flask],
+) -> None:
+    client = _client(production_app())
+    for host in ("localhost", "127.0.0.1:8000"):
+        response = client.get("/auth/signin", headers={"Host": host})
+        assert response.status_code == 400 and "Location" not in response.headers
 
 
 def test_without_auth_url_links_follow_loopback_or_allowed_hosts_only(
@@ -324,7 +379,10 @@ def test_without_auth_url_links_follow_loopback_or_allowed_hosts_only(
         body = client.get("/auth/providers", headers=headers).json
         return str(body["email"]["signinUrl"])
 
+    # No AUTH_URL and no `flask run` port (another server): every loopback name is served
+    # where it is named, and links follow it.
     assert signin_url(Host="localhost:5001") == "http://localhost:5001/auth/signin/email"
+    assert signin_url(Host="127.0.0.1:8000") == "http://127.0.0.1:8000/auth/signin/email"
     proxied = signin_url(
         Host="localhost:5001", **{"X-Forwarded-Host": "dev.example", "X-Forwarded-For": "10.1.1.1"}
     )
@@ -555,6 +613,59 @@ def test_every_route_refuses_a_foreign_host(
                 assert response.status_code == 400, (method, path, headers)
                 assert "Set-Cookie" not in response.headers
     assert mailbox.messages == []
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "headers"),
+    [
+        ("GET", "/auth/session", {}),
+        ("GET", "/auth/csrf", {}),
+        ("GET", "/auth/providers", {}),
+        ("GET", "/auth/token/fake", {}),
+        ("GET", "/auth/webauthn-options/passkey", {}),
+        ("POST", "/auth/_log", {"Content-Type": "application/json"}),
+        ("GET", "/account/api", {}),
+        ("POST", "/account/api/sessions/end-others", {}),
+        ("GET", "/auth/signin", {"Accept": "application/json"}),
+        ("POST", "/auth/signin/email", {"X-Auth-Return-Redirect": "1"}),
+    ],
+)
+def test_a_foreign_host_answers_json_to_json_callers(
+    production_app: Callable[..., Flask],
+    caplog: pytest.LogCaptureFixture,
+    method: str,
+    path: str,
+    headers: dict[str, str],
+) -> None:
+    """Whatever a JSON caller asks, the answer names AUTH_URL's host, as JSON (the same
+    rule as every error answer, webapp.errors.expects_json), and the log line its id."""
+    client = _client(production_app())
+    with caplog.at_level(logging.WARNING, logger="webapp.hosts"):
+        response = client.open(path, method=method, headers={"Host": f"{EVIL}:8443", **headers})
+    assert response.status_code == 400
+    assert response.json == {"error": "UnknownHost", "expectedHost": SITE}
+    assert response.headers["Cache-Control"] == "no-store"
+    [record] = [r for r in caplog.records if r.name == "webapp.hosts"]
+    assert record.request_id == response.headers["X-Request-ID"]  # type: ignore[attr-defined]
+    assert (
+        record.getMessage() == f"refused request for foreign host {EVIL}:8443 (this site is {SITE})"
+    )
+
+
+@pytest.mark.parametrize(
+    "path", ["/", "/auth/signin?callbackUrl=/after", "/account", "/auth/error"]
+)
+def test_a_foreign_host_shows_a_browser_a_page_naming_auth_url_s_host(
+    production_app: Callable[..., Flask], path: str
+) -> None:
+    client = _client(production_app())
+    browser = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8", "Host": f"{EVIL}:8443"}
+    response = client.get(path, headers=browser)
+    assert response.status_code == 400 and response.mimetype == "text/html"
+    page = response.get_data(as_text=True)
+    assert f"<strong>{SITE}</strong>" in page
+    # Nothing on the page comes from the request's host: no link there, no echo of it.
+    assert EVIL not in page and ":8443" not in page
 
 
 def test_a_request_naming_no_host_is_refused(production_app: Callable[..., Flask]) -> None:

@@ -67,3 +67,18 @@ def test_gunicorn_logs_no_link_token_and_no_forged_line(tmp_path):
     text = log.read_text(encoding="utf-8") + errors.read_text(encoding="utf-8")
     assert "SECRETTOKEN" not in text and "\x85" not in text
     assert all("FORGED" not in x or x.startswith("127.0.0.1") for x in text.splitlines())
+
+
+def test_gunicorn_sends_static_files_itself_and_logs_their_request_id(tmp_path):
+    """The request id layer hands a file answer to gunicorn as gunicorn's own file wrapper
+    (so it can use sendfile) and the access line still carries the id."""
+    favicon = Path(__file__).resolve().parent.parent / "webapp" / "static" / "favicon.svg"
+    with _gunicorn(tmp_path) as (base, log, _):
+        r = requests.get(f"{base}/static/favicon.svg", timeout=5)
+        assert r.status_code == 200 and r.content == favicon.read_bytes()
+        line = _line_with(log, r.headers["X-Request-ID"])
+        # (The byte count reads 0: gunicorn counts no bytes it sends with sendfile.)
+        assert line.startswith('127.0.0.1 "GET /static/favicon.svg HTTP/1.1" 200 ')
+        assert line.endswith(
+            f'ms rid={r.headers["X-Request-ID"]} "python-requests/{requests.__version__}"'
+        )

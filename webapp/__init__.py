@@ -16,7 +16,7 @@ from webapp.auth.hooks import AuthHooks
 from webapp.cookie_session import CookieSessionInterface
 from webapp.extensions import csrf, db, login_manager
 from webapp.jsonsafe import JSONProvider
-from webapp.settings import Settings, install, load_settings
+from webapp.settings import Settings, dev_server, install, load_settings
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +38,12 @@ def create_app(
     setting raises ``settings.ConfigError`` naming it. ``migrations=False`` leaves out
     Flask-Migrate and the ``flask db`` commands: a WSGI server needs neither, and Alembic
     would add about 9 MB to every worker (gunicorn.conf.py serves the app that way).
+    Loaded by ``flask run`` in development without AUTH_URL, the site is at the host and
+    port it serves (``settings.dev_server``).
     """
     app = Flask(__name__, instance_relative_config=True)
     Path(app.instance_path).mkdir(parents=True, exist_ok=True)
-    conf = load_settings(environ, config, instance_path=app.instance_path)
+    conf = load_settings(environ, config, instance_path=app.instance_path, served=dev_server())
     install(app, conf)
     app.extensions["webapp.hooks"] = hooks or AuthHooks()
     _configure_flask(app, conf)
@@ -80,9 +82,11 @@ def create_app(
     def _brand() -> dict[str, Any]:
         return {"brand": conf.brand, "auth_base": conf.base_path}
 
-    # Outermost first: the trusted proxies' headers, then the host check, then Flask. A
-    # foreign host is refused before anything else runs.
-    app.wsgi_app = proxies.wrap(hosts.wrap(app, conf), conf.trusted_proxies)  # type: ignore[method-assign]
+    # Outermost first: the request's id, the trusted proxies' headers, then the host check,
+    # then Flask. A foreign host is refused before anything else runs.
+    app.wsgi_app = observability.wrap(  # type: ignore[method-assign]
+        proxies.wrap(hosts.wrap(app, conf, errors.expects_json), conf.trusted_proxies)
+    )
     log.info(
         "serving %s; trusting %s; also answering to %s",
         conf.auth_url,

@@ -2,10 +2,17 @@
 
 The check runs before anything else a request can cause (a form, a cookie, a row, an
 e-mail), on the host the request names: its ``Host`` header, or the ``X-Forwarded-Host``
-of a trusted proxy (``webapp.proxies``). Accepted: AUTH_URL's host name, those listed in
-AUTH_ALLOWED_HOSTS and, in development, the loopback names. Ports are not compared, so a
-health check or an operator reaching one instance directly on its own port still works.
-The check is a second line: no URL is ever built from the request's host anyway.
+of a trusted proxy (``webapp.proxies``). Accepted: AUTH_URL's host name and those listed in
+AUTH_ALLOWED_HOSTS. Ports are not compared, so a health check or an operator reaching one
+instance directly on its own port still works. The check is a second line: no URL is ever
+built from the request's host anyway.
+
+In development the other loopback names (``127.0.0.1``, ``::1``, ``localhost``) are sent to
+AUTH_URL's host with a 307 that keeps the method, path and query, before any page or
+cookie: cookies belong to one host name, so a form shown at one name and posted to the
+other would fail its CSRF check. The target is built from AUTH_URL, never from the request.
+(Without AUTH_URL under a server whose port is unknown, they are served where they are
+named: ``Settings.auth_url_from_request``.)
 """
 
 from __future__ import annotations
@@ -13,13 +20,15 @@ from __future__ import annotations
 import functools
 import logging
 import re
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Literal
+from urllib.parse import quote, urlsplit
 
-from flask import Flask, jsonify, make_response, render_template, request
+from flask import Flask, g, jsonify, make_response, render_template, request
+from werkzeug.utils import redirect
 
 from webapp.logsafe import encode
+from webapp.observability import REQUEST_ID_HEADER, environ_request_id
 from webapp.proxies import FORWARDED_HOST
 from webapp.settings import LOOPBACK_HOSTS, Settings
 
@@ -80,44 +89,92 @@ def request_host() -> str:
     return named_host(request.environ)
 
 
+Verdict = Literal["ours", "elsewhere", "foreign"]
+
+
 class HostCheck:
     """WSGI middleware answering 400 to a request for a host that is not ours.
 
     A WSGI layer rather than a request hook: it runs on every request, before Flask builds
     anything, and a host seen before costs one dictionary look-up (the verdicts of up to
     ``CACHE_SIZE`` distinct Host values are kept). Only a refusal enters the app, to render
-    the page.
+    the page. In development a loopback name other than AUTH_URL's is ``elsewhere``: sent
+    to AUTH_URL's host (module docstring).
     """
 
     CACHE_SIZE = 256
 
-    def __init__(self, app: Flask, conf: Settings) -> None:
+    def __init__(self, app: Flask, conf: Settings, expects_json: Callable[[], bool]) -> None:
         self.app = app
         self.wsgi_app = app.wsgi_app
         self.accepted = accepted_hosts(conf)
         self.expected = urlsplit(conf.auth_url).hostname or ""
-        self.json_paths = {f"{conf.base_path}/{name}" for name in ("session", "csrf", "providers")}
-        self.verdicts: dict[str, bool] = {}
+        self.expects_json = expects_json
+        # Development sends the loopback names to AUTH_URL's host, except where AUTH_URL is
+        # not known (links then follow the request, webapp.auth.urls) and those listed in
+        # AUTH_ALLOWED_HOSTS.
+        self.redirected: frozenset[str] = frozenset()
+        if conf.is_development and not conf.auth_url_from_request:
+            loopback = {h.strip("[]") for h in LOOPBACK_HOSTS}
+            self.redirected = frozenset(loopback - {self.expected, *conf.allowed_hosts})
+        self.origin = conf.origin
+        self.verdicts: dict[str, Verdict] = {}
+
+    def verdict(self, named: str) -> Verdict:
+        """Whether a request naming ``named`` (a ``Host`` value) is served, redirected to
+        AUTH_URL's host or refused."""
+        name = hostname(named)
+        if name in self.redirected:
+            return "elsewhere"
+        return "ours" if name in self.accepted else "foreign"
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         named = named_host(environ)
-        ours = self.verdicts.get(named)
-        if ours is None:
-            ours = hostname(named) in self.accepted
+        verdict = self.verdicts.get(named)
+        if verdict is None:
+            verdict = self.verdict(named)
             if len(self.verdicts) < self.CACHE_SIZE:
-                self.verdicts[named] = ours
-        if ours:
+                self.verdicts[named] = verdict
+        if verdict == "ours":
             return self.wsgi_app(environ, start_response)
+        if verdict == "elsewhere":
+            return self._send_to_auth_url_host(environ, start_response)
         return self._refuse(named, environ, start_response)
+
+    def _send_to_auth_url_host(
+        self, environ: WSGIEnvironment, start_response: StartResponse
+    ) -> Iterable[bytes]:
+        """The same method, path and query at AUTH_URL's scheme, host and port.
+
+        307 rather than 302: a POST stays a POST (it then fails its CSRF check there, with
+        the usual message, rather than turning into a GET of a form action). Never
+        permanent: the browser would remember it after AUTH_URL changes.
+        """
+        # WSGI gives the path percent-decoded (as latin-1 text of its bytes) and the query as
+        # sent; both are quoted again only where they hold what a URL may not.
+        path = (environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "")).encode("latin-1")
+        query = environ.get("QUERY_STRING", "").encode("latin-1")
+        location = self.origin + quote(path, safe="/!$&'()*+,:;=@%")
+        if query:
+            location += "?" + quote(query, safe="!$&'()*+,/:;=?@%")
+        response = redirect(location, 307)
+        response.headers["Cache-Control"] = "no-store"
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers[REQUEST_ID_HEADER] = environ_request_id(environ)
+        return response(environ, start_response)
 
     def _refuse(
         self, named: str, environ: WSGIEnvironment, start_response: StartResponse
     ) -> Iterable[bytes]:
-        log.warning("refused request for foreign host %s", encode(named))
+        log.warning(
+            "refused request for foreign host %s (this site is %s)",
+            encode(named),
+            self.expected,
+        )
         with self.app.request_context(environ):
-            if request.accept_mimetypes.best == "application/json" or (
-                request.path in self.json_paths
-            ):
+            g.request_id = environ_request_id(environ)
+            # The expected host is AUTH_URL's; nothing of the request's host is shown.
+            if self.expects_json():
                 body = jsonify({"error": "UnknownHost", "expectedHost": self.expected})
             else:
                 body = make_response(render_template("host_refused.html", expected=self.expected))
@@ -125,10 +182,13 @@ class HostCheck:
             body.status_code = 400
             body.headers["Cache-Control"] = "no-store"
             body.headers["X-Content-Type-Options"] = "nosniff"
+            body.headers[REQUEST_ID_HEADER] = g.request_id
             return body(environ, start_response)
 
 
-def wrap(app: Flask, conf: Settings) -> HostCheck:
+def wrap(app: Flask, conf: Settings, expects_json: Callable[[], bool]) -> HostCheck:
     """Return ``app``'s WSGI callable behind the host check (install it before the proxies'
-    middleware, which must run first to name the forwarded host)."""
-    return HostCheck(app, conf)
+    middleware, which must run first to name the forwarded host). ``expects_json`` tells,
+    in the refused request's context, whether its caller wants JSON (as every error answer
+    decides it, ``webapp.errors.expects_json``)."""
+    return HostCheck(app, conf, expects_json)

@@ -1,22 +1,89 @@
-"""Request ids and logging: every log line and error page carries the request's id."""
+"""Request ids and logging: every log line about a request and every error page carries the
+request's id.
+
+The id is given to a request by the outermost WSGI layer (``wrap``), before the host check
+or the app run, and stays current until its answer is closed: the development server
+writes its request line (``"GET /auth/session HTTP/1.1" 200 -``) while sending the answer,
+after the app's request context has gone, and that line carries the id too. Lines that
+are about no request (start-up) show ``-``.
+"""
 
 from __future__ import annotations
 
 import logging
 import re
 import uuid
-from typing import Any
+from collections.abc import Iterable
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
 
 from flask import Flask, Response, g, has_request_context, request
+from werkzeug.wsgi import ClosingIterator
 
 from webapp import logsafe
 
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+
 REQUEST_ID_HEADER = "X-Request-ID"
+#: The WSGI environ key holding the request's id (set by ``RequestIds``).
+REQUEST_ID_ENVIRON = "webapp.request_id"
 _VALID_ID = re.compile(r"^[A-Za-z0-9._-]{8,64}$")
+#: The id of the request this thread is answering, from the WSGI layer to the answer's end.
+_answering: ContextVar[str | None] = ContextVar("webapp_answering", default=None)
+
+
+def new_request_id(incoming: str | None) -> str:
+    """A proxy's id when it looks like one (logs can then be joined across hops), else a
+    fresh one."""
+    return incoming if incoming and _VALID_ID.match(incoming) else uuid.uuid4().hex
+
+
+def environ_request_id(environ: WSGIEnvironment) -> str:
+    """The id ``RequestIds`` gave this request (a fresh one if it did not run)."""
+    rid = environ.get(REQUEST_ID_ENVIRON)
+    if not isinstance(rid, str):
+        rid = environ[REQUEST_ID_ENVIRON] = new_request_id(environ.get("HTTP_X_REQUEST_ID"))
+    return rid
 
 
 def _current_request_id() -> str:
-    return str(g.get("request_id", "-")) if has_request_context() else "-"
+    if has_request_context():
+        rid = g.get("request_id")
+        if rid is not None:
+            return str(rid)
+    return _answering.get() or "-"
+
+
+class RequestIds:
+    """WSGI middleware (the outermost layer): gives each request its id and keeps it
+    current, for log lines written outside the app's request context, until the server
+    closes the answer."""
+
+    def __init__(self, app: WSGIApplication) -> None:
+        self.app = app
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        _answering.set(environ_request_id(environ))
+        # If the app raises, the id stays current for the server's error lines, until the
+        # next request of this thread. (So it does after an answer nobody closes, as the
+        # Flask test client leaves them; servers close every answer.)
+        body = self.app(environ, start_response)
+
+        def answered() -> None:
+            _answering.set(None)
+
+        file_wrapper = environ.get("wsgi.file_wrapper")
+        if isinstance(file_wrapper, type) and isinstance(body, file_wrapper):
+            # The server sends this file itself (sendfile): hand it over unwrapped.
+            answered()
+            return body
+        return ClosingIterator(body, answered)
+
+
+def wrap(app: WSGIApplication) -> RequestIds:
+    """Return ``app`` behind the request id layer (install it outermost)."""
+    return RequestIds(app)
 
 
 def _install_record_factory() -> None:
@@ -55,15 +122,34 @@ class _DevServerRedaction(logging.Filter):
         return True
 
 
-def _install_dev_server_redaction() -> None:
-    """Put the redaction on the ``werkzeug`` logger, once per process.
+class _MigrationStepsOnly(logging.Filter):
+    """Alembic's INFO lines, but one per applied migration.
 
-    On the logger rather than a handler: werkzeug adds its own handler when it finds
-    none, and any handler (a WSGI server's, pytest's) then sees the redacted record.
+    Alembic announces its plugins (``setup plugin alembic.autogenerate.schemas``, seven of
+    them) and its database dialect (``Context impl SQLiteImpl.``, ``Will assume
+    non-transactional DDL.``) on every run: this drops those INFO lines and keeps
+    ``Running upgrade a -> b, <title>`` on one line (a migration's title may span several).
+    Warnings and errors pass.
     """
-    logger = logging.getLogger("werkzeug")
-    if not any(isinstance(f, _DevServerRedaction) for f in logger.filters):
-        logger.addFilter(_DevServerRedaction())
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno > logging.INFO:
+            return True
+        if record.name != "alembic.runtime.migration" or record.msg != "Running %s":
+            return False
+        record.msg, record.args = " ".join(record.getMessage().split()), ()
+        return True
+
+
+def _install_filter(logger_name: str, kind: type[logging.Filter]) -> None:
+    """Put a ``kind`` filter on a logger, once per process.
+
+    On the logger rather than a handler: libraries (werkzeug) add their own handler when
+    they find none, and any handler (a WSGI server's, pytest's) then sees the result.
+    """
+    logger = logging.getLogger(logger_name)
+    if not any(isinstance(f, kind) for f in logger.filters):
+        logger.addFilter(kind())
 
 
 def init_app(app: Flask) -> None:
@@ -71,9 +157,7 @@ def init_app(app: Flask) -> None:
 
     @app.before_request
     def _assign_request_id() -> None:
-        # Accept a proxy's id when it looks like one, so logs can be joined across hops.
-        incoming = request.headers.get(REQUEST_ID_HEADER, "")
-        g.request_id = incoming if _VALID_ID.match(incoming) else uuid.uuid4().hex
+        g.request_id = environ_request_id(request.environ)
 
     @app.after_request
     def _echo_request_id(response: Response) -> Response:
@@ -82,7 +166,9 @@ def init_app(app: Flask) -> None:
         return response
 
     _install_record_factory()
-    _install_dev_server_redaction()
+    _install_filter("werkzeug", _DevServerRedaction)
+    for name in ("alembic.runtime.plugins", "alembic.runtime.migration"):
+        _install_filter(name, _MigrationStepsOnly)
     root = logging.getLogger()
     if not root.handlers:
         handler = logging.StreamHandler()

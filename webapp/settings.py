@@ -17,17 +17,22 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from ipaddress import IPv4Network, IPv6Network, ip_network
+from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import click
 from flask import Flask, current_app
 
 log = logging.getLogger(__name__)
 
 ENVIRONMENTS = ("development", "production")
-DEV_AUTH_URL = "http://127.0.0.1:5000/auth"
+#: The development AUTH_URL when none is given: ``localhost`` (a domain name, so passkeys
+#: work; browsers refuse an IP address as their relying party) on the port ``flask run``
+#: serves (its default when another server runs the app).
+DEV_AUTH_URL = "http://localhost:{port}/auth"
+DEV_PORT = 5000
 MIN_SECRET_LENGTH = 32
 PROVIDER_ID_RE = re.compile(r"^[a-z0-9_-]{1,64}$")
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
@@ -56,6 +61,52 @@ PRESET_IDS = (
 
 class ConfigError(Exception):
     """A setting is missing or invalid; the message names it."""
+
+
+@dataclass(frozen=True)
+class DevServer:
+    """Where ``flask run`` serves the app: what its options (``--host``/``-h``,
+    ``--port``/``-p``, ``--cert``) or ``FLASK_RUN_HOST``/``FLASK_RUN_PORT`` said."""
+
+    host: str
+    port: int
+    https: bool = False
+
+    @property
+    def public_host(self) -> str:
+        """The host name links name: ``localhost`` for a loopback or wildcard address
+        (``127.0.0.1``, ``::1``, ``0.0.0.0``), else the address or name it binds."""
+        name = self.host.strip().strip("[]").lower()
+        try:
+            address = ip_address(name)
+        except ValueError:
+            return name or "localhost"
+        if address.is_loopback or address.is_unspecified:
+            return "localhost"
+        return f"[{name}]" if address.version == 6 else name
+
+    def url(self, path: str = "/auth") -> str:
+        scheme = "https" if self.https else "http"
+        return f"{scheme}://{self.public_host}:{self.port}{path}"
+
+
+def dev_server() -> DevServer | None:
+    """Return where ``flask run`` will serve, when the app is being loaded by it.
+
+    ``flask run`` loads the app (``create_app``) after click has read its options, so the
+    port is known whichever way it was given; under another server (gunicorn, a test
+    client) there is no such command and this returns None.
+    """
+    from flask.cli import run_command
+
+    ctx = click.get_current_context(silent=True)
+    if ctx is None or ctx.command is not run_command:
+        return None
+    return DevServer(
+        host=str(ctx.params.get("host") or "127.0.0.1"),
+        port=int(ctx.params.get("port") or 0),
+        https=ctx.params.get("cert") is not None,
+    )
 
 
 @dataclass(frozen=True)
@@ -124,7 +175,8 @@ class Settings:
     brand: Brand = field(default_factory=Brand)
     #: Host names besides AUTH_URL's that requests may name (aliases a proxy forwards).
     allowed_hosts: tuple[str, ...] = ()
-    #: AUTH_URL was not given (development only): links follow a loopback or allowed host.
+    #: AUTH_URL was not given (development only) and no ``flask run`` port is known (another
+    #: server runs the app): links follow a loopback or allowed host the request names.
     auth_url_from_request: bool = False
     #: The demo credentials hook accepts any address with ``DEMO_PASSWORD``. Development only.
     demo_credentials: bool = False
@@ -265,11 +317,14 @@ def load_settings(
     overrides: Mapping[str, Any] | None = None,
     *,
     instance_path: str | os.PathLike[str] = "instance",
+    served: DevServer | None = None,
 ) -> Settings:
     """Build the settings from the environment, the TOML file and explicit overrides.
 
     Precedence, lowest first: built-in defaults, the TOML file's ``[auth]`` table, the
-    environment, ``overrides`` (used by tests and embedding applications).
+    environment, ``overrides`` (used by tests and embedding applications). ``served``:
+    where ``flask run`` serves (``dev_server()``); in development without AUTH_URL, the
+    site's address is taken from it.
     """
     env_vars: dict[str, Any] = dict(os.environ if environ is None else environ)
     env_vars.update(overrides or {})
@@ -310,14 +365,18 @@ def load_settings(
     )
 
     auth_url = _opt_str(get("AUTH_URL", "url"))
-    auth_url_from_request = auth_url is None
+    # Development without AUTH_URL under a server whose port is unknown (not `flask run`):
+    # links follow the loopback name and port the browser used (webapp.auth.urls).
+    auth_url_from_request = auth_url is None and served is None
     if auth_url is None:
         if not development:
             raise ConfigError(
                 "AUTH_URL is required outside development, e.g. https://example.com/auth"
             )
-        auth_url = DEV_AUTH_URL
+        auth_url = _development_auth_url(served)
     auth_url = _validate_auth_url(auth_url)
+    if development and served is not None:
+        _warn_if_served_elsewhere(auth_url, served)
     trusted_proxies = _parse_trusted_proxies(
         get("AUTH_TRUSTED_PROXIES", "trusted_proxies"),
         _parse_bool("AUTH_TRUST_HOST", get("AUTH_TRUST_HOST", "trust_host")),
@@ -491,6 +550,35 @@ def load_settings(
             )
         ),
     )
+
+
+def _development_auth_url(served: DevServer | None) -> str:
+    """AUTH_URL in development when none is given: where ``flask run`` serves, by name."""
+    if served is None:
+        return DEV_AUTH_URL.format(port=DEV_PORT)
+    if served.port == 0:
+        raise ConfigError(
+            "flask run --port 0 picks its port after the app has started, so links could not "
+            "name it: give the port (--port 5002) or set AUTH_URL"
+        )
+    return served.url()
+
+
+def _warn_if_served_elsewhere(auth_url: str, served: DevServer) -> None:
+    """A development AUTH_URL naming another port than the one served: links and redirects
+    lead there. Right behind a proxy or port mapping; a mistake otherwise."""
+    parts = urlsplit(auth_url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    if port != served.port and served.port != 0:
+        log.warning(
+            "AUTH_URL is %s but this server listens on port %d: every link and redirect "
+            "leads to port %d. Right if a proxy or port mapping forwards it here; otherwise "
+            "unset AUTH_URL (development then uses %s) or correct it",
+            auth_url,
+            served.port,
+            port,
+            served.url(),
+        )
 
 
 def _development_secret(instance_path: Path) -> str:
