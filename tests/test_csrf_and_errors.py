@@ -79,7 +79,9 @@ def test_a_failed_credentials_signin_in_json_mode(app, client, auth, asked, stat
     data.update(asked.get("data", {}))
     r = client.post("/auth/callback/demo", data=data, headers=asked.get("headers"))
     assert r.status_code == status
-    assert r.json == {"url": "http://localhost/auth/signin?error=CredentialsSignin&code=credentials"}
+    assert r.json == {
+        "url": "http://localhost/auth/signin?error=CredentialsSignin&code=credentials"
+    }
     assert (row_count(app, User), row_count(app, Session)) == (0, 0)
 
 

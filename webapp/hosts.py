@@ -71,7 +71,10 @@ def _accepted(auth_url: str, allowed: tuple[str, ...], development: bool) -> fro
 def is_own_origin(value: str, conf: Settings) -> bool:
     """Whether an ``Origin`` or ``Referer`` value is this site: AUTH_URL's scheme, an
     accepted host name (ports are not compared, as in the host check)."""
-    parts = urlsplit(value)
+    try:
+        parts = urlsplit(value)
+    except ValueError:  # e.g. "http://[x": not a URL, so not this site
+        return False
     if parts.scheme != urlsplit(conf.auth_url).scheme and not (
         conf.is_development and parts.scheme == "http"
     ):
@@ -171,7 +174,11 @@ class HostCheck:
             encode(named),
             self.expected,
         )
-        with self.app.request_context(environ):
+        # The page is rendered as if the request had named AUTH_URL's host: a host Werkzeug
+        # cannot even parse (a label over 63 characters) would leave the page no URL adapter.
+        own = {**environ, "HTTP_HOST": urlsplit(self.origin).netloc}
+        own.pop(FORWARDED_HOST, None)
+        with self.app.request_context(own):
             g.request_id = environ_request_id(environ)
             # The expected host is AUTH_URL's; nothing of the request's host is shown.
             if self.expects_json():

@@ -98,8 +98,7 @@ def end_others(session: AuthSession) -> Response:
 @bp.post("/delete")
 @session_required
 def delete(session: AuthSession) -> Response:
-    body = request.get_json(silent=True) or {}
-    flows.delete_account(
-        user_id=session.user.id, current=session, confirmation=str(body.get("confirm", ""))
-    )
+    body = request.get_json(silent=True)
+    confirmation = body.get("confirm", "") if isinstance(body, dict) else ""
+    flows.delete_account(user_id=session.user.id, current=session, confirmation=str(confirmation))
     return jsonify({"deleted": True})

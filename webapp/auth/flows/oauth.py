@@ -29,6 +29,7 @@ from webapp.auth.oauth import checks
 from webapp.auth.oauth.client import OAuthClient
 from webapp.auth.oauth.id_token import InvalidIDToken, validate
 from webapp.auth.oauth.metadata import ProviderUnavailable
+from webapp.auth.redirects import is_safe_callback_url
 from webapp.auth.second_factor import MFA
 from webapp.auth.sessions import ProviderSession, current_session
 
@@ -71,7 +72,9 @@ def start_oauth_signin(
         state=secrets.token_urlsafe(32) if "state" in cfg.checks else None,
         pkce=secrets.token_urlsafe(48) if "pkce" in cfg.checks else None,
         nonce=secrets.token_urlsafe(32) if "nonce" in cfg.checks else None,
-        callback_url=callback_url,
+        # Only a URL that would be followed is kept: an unsafe or over-long one (the
+        # fallback replaces it anyway) must not swell the cookie past what browsers keep.
+        callback_url=callback_url if is_safe_callback_url(callback_url) else None,
     )
     params: dict[str, str] = {**cfg.authorization_params}
     params.update({k: v for k, v in query.items() if k not in _RESERVED_PARAMS})
