@@ -19,12 +19,18 @@ from werkzeug.wrappers import Response
 
 from webapp import logsafe, transactions
 from webapp.auth import reauth, urls
-from webapp.auth.answers import callback_url_param, json_field_sent, send_to, wants_json
+from webapp.auth.answers import (
+    NO_STORE,
+    callback_url_param,
+    json_field_sent,
+    send_to,
+    under_auth_path,
+    wants_json,
+)
 from webapp.auth.bearer import InvalidBearerToken
 from webapp.auth.errorpage import render_error_page
 from webapp.auth.errors import SIGNIN_CODES, AccountError, AuthError, code_for
 from webapp.auth.sessions import treat_as_signed_out
-from webapp.settings import current_settings
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +64,7 @@ def follows_urls() -> bool:
     """Whether the caller is an Auth.js client of the auth routes in JSON mode: it reads
     ``url`` from every answer (``new URL(data.url)``), errors included, so each error must
     name the page Auth.js would send the browser to."""
-    base = current_settings().base_path
-    return wants_json() and (request.path == base or request.path.startswith(base + "/"))
+    return wants_json() and under_auth_path()
 
 
 def _error_body(error: str) -> dict[str, Any]:
@@ -161,10 +166,8 @@ def _http_error(exc: HTTPException) -> Response:
     for name, value in exc.get_headers():
         if name not in ("Content-Type", "Content-Length"):
             response.headers[name] = value
-    base = current_settings().base_path
-    if request.path.startswith(base + "/"):
-        # Every answer under the auth path is personal-looking; a cache keeps none.
-        response.headers["Cache-Control"] = "private, no-cache, no-store"
+    if under_auth_path():
+        response.headers.update(NO_STORE)
     return response
 
 

@@ -16,8 +16,17 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.wrappers import Response
 
 from webapp.auth.sessions import current_session
+from webapp.settings import current_settings
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: Every answer under the auth path is personal (tokens, sessions, forms with CSRF tokens),
+#: its errors included: no cache keeps one.
+NO_STORE = {
+    "Cache-Control": "private, no-cache, no-store",
+    "Pragma": "no-cache",
+    "Expires": "0",
+}
 
 
 def session_required(view: F) -> F:
@@ -32,6 +41,12 @@ def session_required(view: F) -> F:
         return view(session, *args, **kwargs)
 
     return cast(F, wrapper)
+
+
+def under_auth_path() -> bool:
+    """Whether this request's path is under the auth base path (matched route or not)."""
+    base = current_settings().base_path
+    return request.path == base or request.path.startswith(base + "/")
 
 
 def wants_json() -> bool:

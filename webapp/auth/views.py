@@ -19,7 +19,13 @@ from werkzeug.wrappers import Response
 
 from webapp import transactions
 from webapp.auth import beacon, reauth, urls
-from webapp.auth.answers import callback_url_param, navigate_htmx, send_to, session_required
+from webapp.auth.answers import (
+    NO_STORE,
+    callback_url_param,
+    navigate_htmx,
+    send_to,
+    session_required,
+)
 from webapp.auth.bearer import bearer_identity, bearer_session_json
 from webapp.auth.errorpage import render_error_page
 from webapp.auth.errors import SIGNIN_CODES, code_for, error_page_code, known_code
@@ -48,12 +54,6 @@ from webapp.ui import csp
 log = logging.getLogger(__name__)
 
 bp = Blueprint("auth", __name__)
-
-NO_STORE = {
-    "Cache-Control": "private, no-cache, no-store",
-    "Pragma": "no-cache",
-    "Expires": "0",
-}
 
 
 @bp.after_request
