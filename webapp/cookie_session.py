@@ -1,23 +1,145 @@
-"""Flask's signed-cookie session (it carries only the CSRF secret), built for speed.
+"""Flask's signed-cookie session (the CSRF secret and flash messages), built for speed.
 
-Flask's ``SecureCookieSessionInterface`` builds its itsdangerous serializer anew in both
-``open_session`` and ``save_session``, on every request, cookie or not: the profile of
-``GET /auth/session`` put that at several percent of the request. The keys are fixed when
-the app is created, so one serializer per app does.
+Flask's ``SecureCookieSessionInterface`` verifies and decodes the cookie when the request
+starts, whether anything reads the session or not, and builds its itsdangerous serializer
+anew for every cookie it reads or writes; itsdangerous in turn derives its signing key
+again for every signature. On ``GET /auth/session`` with a browser's cookies that was a
+tenth of the request, for a session nobody read. Here:
+
+- the cookie is decoded on the session's first use (``LazySession``); a request that never
+  touches the session costs nothing, and its answer gets no ``Vary: Cookie``;
+- one serializer per app, whose signers and derived keys are made once;
+- the payload is not zlib-compressed: a CSRF secret does not shrink, and the attempt cost
+  more than the signature. Cookies written compressed before still load.
+
+The cookie's format is itsdangerous's, unchanged: cookies signed before an upgrade verify.
 """
 
 from __future__ import annotations
 
-from flask import Flask
-from flask.sessions import SecureCookieSessionInterface
-from itsdangerous import URLSafeTimedSerializer
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from flask import Flask, Request, Response
+from flask.sessions import SecureCookieSessionInterface, SessionMixin
+from itsdangerous import BadSignature, Signer, URLSafeTimedSerializer
+from itsdangerous.encoding import base64_encode
+
+
+class LazySession(SessionMixin):
+    """The session's data, read from the cookie when first used.
+
+    As Flask's own session: ``accessed`` once anything is read or written, ``modified``
+    once anything is written (Flask then re-sends the cookie).
+    """
+
+    def __init__(self, load: Callable[[], dict[str, Any]]) -> None:
+        self._load: Callable[[], dict[str, Any]] | None = load
+        self._data: dict[str, Any] = {}
+        self.modified = False
+        self.accessed = False
+
+    def _read(self) -> dict[str, Any]:
+        self.accessed = True
+        if self._load is not None:
+            self._data, self._load = self._load(), None
+        return self._data
+
+    def _write(self) -> dict[str, Any]:
+        data = self._read()
+        self.modified = True
+        return data
+
+    def __getitem__(self, key: str) -> Any:
+        return self._read()[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._write()[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self._write()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._read())
+
+    def __len__(self) -> int:
+        return len(self._read())
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._read()
+
+    def clear(self) -> None:
+        self._write().clear()
+
+
+class _OnceDerivedSigner(Signer):
+    """A signer that derives its key from the secret once, not for every signature."""
+
+    def derive_key(self, secret_key: str | bytes | None = None) -> bytes:
+        derived: dict[str | bytes | None, bytes] = self.__dict__.setdefault("_derived", {})
+        key = derived.get(secret_key)
+        if key is None:
+            key = derived[secret_key] = super().derive_key(secret_key)
+        return key
+
+
+class KeyedOnceSerializer(URLSafeTimedSerializer):
+    """itsdangerous's URL-safe timed serializer with its signers made once per salt, and
+    no compression. Its output verifies with a plain ``URLSafeTimedSerializer`` of the same
+    keys and salt (Flask-WTF checks the CSRF tokens ``webapp.extensions`` mints with one)."""
+
+    signer = _OnceDerivedSigner
+
+    def make_signer(self, salt: str | bytes | None = None) -> Signer:
+        signers: dict[str | bytes | None, Signer] = self.__dict__.setdefault("_signers", {})
+        made = signers.get(salt)
+        if made is None:
+            made = signers[salt] = super().make_signer(salt)
+        return made
+
+    def dump_payload(self, obj: Any) -> bytes:
+        # URLSafeSerializerMixin's, minus the zlib attempt; its load_payload reads both.
+        return base64_encode(self.serializer.dumps(obj).encode())
 
 
 class CookieSessionInterface(SecureCookieSessionInterface):
     def get_signing_serializer(self, app: Flask) -> URLSafeTimedSerializer | None:
-        try:
-            serializer: URLSafeTimedSerializer | None = app.extensions["webapp.session_serializer"]
-        except KeyError:
-            serializer = super().get_signing_serializer(app)
-            app.extensions["webapp.session_serializer"] = serializer
+        serializer: URLSafeTimedSerializer | None = app.extensions.get("webapp.session_serializer")
+        if serializer is None and app.secret_key:
+            keys: list[str | bytes] = [*app.config["SECRET_KEY_FALLBACKS"], app.secret_key]
+            serializer = app.extensions["webapp.session_serializer"] = KeyedOnceSerializer(
+                keys,  # type: ignore[arg-type]  # itsdangerous: current key last
+                salt=self.salt,
+                serializer=self.serializer,
+                signer_kwargs={
+                    "key_derivation": self.key_derivation,
+                    "digest_method": self.digest_method,
+                },
+            )
         return serializer
+
+    # Flask types the cookie session as its dict-based SecureCookieSession; any SessionMixin
+    # serves.
+    def open_session(self, app: Flask, request: Request) -> LazySession | None:  # type: ignore[override]
+        serializer = self.get_signing_serializer(app)
+        if serializer is None:
+            return None
+        cookie = request.cookies.get(self.get_cookie_name(app))
+        max_age = int(app.permanent_session_lifetime.total_seconds())
+
+        def load() -> dict[str, Any]:
+            if not cookie:
+                return {}
+            try:
+                data: dict[str, Any] = serializer.loads(cookie, max_age=max_age)
+                return data
+            except BadSignature:
+                return {}
+
+        return LazySession(load)
+
+    def save_session(self, app: Flask, session: SessionMixin, response: Response) -> None:
+        if not session.accessed:
+            # Nothing read it and nothing wrote it: the cookie stays as the browser has it.
+            return
+        super().save_session(app, session, response)

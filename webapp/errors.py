@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from flask import Flask, g, jsonify, redirect, request
+from flask import Flask, jsonify, redirect, request
 from flask_wtf.csrf import CSRFError
 from sqlalchemy.exc import DBAPIError, OperationalError
 from werkzeug.exceptions import HTTPException
@@ -31,6 +31,7 @@ from webapp.auth.bearer import InvalidBearerToken
 from webapp.auth.errorpage import render_error_page
 from webapp.auth.errors import SIGNIN_CODES, AccountError, AuthError, code_for
 from webapp.auth.sessions import treat_as_signed_out
+from webapp.observability import current_request_id
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ def follows_urls() -> bool:
 def _error_body(error: str) -> dict[str, Any]:
     """A JSON error's body: the error's name and the request id (for the logs); for an
     Auth.js client, also the error page's URL to follow."""
-    body: dict[str, Any] = {"error": error, "requestId": g.get("request_id")}
+    body: dict[str, Any] = {"error": error, "requestId": current_request_id()}
     if follows_urls():
         # A code-like name in the URL ("Not Found" → "NotFound").
         body["url"] = urls.auth_url("error", error="".join(error.split()))
@@ -133,7 +134,7 @@ def _bearer_refused(exc: InvalidBearerToken) -> tuple[Response, int, dict[str, s
     transactions.discard()
     log.info("bearer token refused: %s", logsafe.encode(str(exc)))
     challenge = 'Bearer error="invalid_token"'
-    body = {"error": "invalid_token", "requestId": g.get("request_id")}
+    body = {"error": "invalid_token", "requestId": current_request_id()}
     return jsonify(body), 401, {"WWW-Authenticate": challenge}
 
 

@@ -24,11 +24,10 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import quote, urlsplit
 
-from flask import Flask, g, jsonify, make_response, render_template, request
+from flask import Flask, jsonify, make_response, render_template, request
 from werkzeug.utils import redirect
 
 from webapp.logsafe import encode
-from webapp.observability import REQUEST_ID_HEADER, environ_request_id
 from webapp.proxies import FORWARDED_HOST
 from webapp.settings import LOOPBACK_HOSTS, Settings
 
@@ -163,7 +162,6 @@ class HostCheck:
         response = redirect(location, 307)
         response.headers["Cache-Control"] = "no-store"
         response.headers["X-Content-Type-Options"] = "nosniff"
-        response.headers[REQUEST_ID_HEADER] = environ_request_id(environ)
         return response(environ, start_response)
 
     def _refuse(
@@ -179,7 +177,6 @@ class HostCheck:
         own = {**environ, "HTTP_HOST": urlsplit(self.origin).netloc}
         own.pop(FORWARDED_HOST, None)
         with self.app.request_context(own):
-            g.request_id = environ_request_id(environ)
             # The expected host is AUTH_URL's; nothing of the request's host is shown.
             if self.expects_json():
                 body = jsonify({"error": "UnknownHost", "expectedHost": self.expected})
@@ -189,7 +186,6 @@ class HostCheck:
             body.status_code = 400
             body.headers["Cache-Control"] = "no-store"
             body.headers["X-Content-Type-Options"] = "nosniff"
-            body.headers[REQUEST_ID_HEADER] = g.request_id
             return body(environ, start_response)
 
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
-from flask import Flask, Response, g, has_request_context, request
+from flask import Flask, has_request_context, request
 from werkzeug.wsgi import ClosingIterator
 
 from webapp import logsafe
@@ -47,28 +47,36 @@ def environ_request_id(environ: WSGIEnvironment) -> str:
     return rid
 
 
-def _current_request_id() -> str:
+def current_request_id() -> str:
+    """The id of the request being answered ("-" outside any)."""
     if has_request_context():
-        rid = g.get("request_id")
-        if rid is not None:
-            return str(rid)
+        return environ_request_id(request.environ)
     return _answering.get() or "-"
 
 
 class RequestIds:
-    """WSGI middleware (the outermost layer): gives each request its id and keeps it
-    current, for log lines written outside the app's request context, until the server
-    closes the answer."""
+    """WSGI middleware (the outermost layer): gives each request its id, sends it back in
+    ``X-Request-ID`` on every answer (the app's, the host check's, the server's static
+    files'), and keeps it current, for log lines written outside the app's request
+    context, until the server closes the answer."""
 
     def __init__(self, app: WSGIApplication) -> None:
         self.app = app
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        _answering.set(environ_request_id(environ))
+        rid = environ_request_id(environ)
+        _answering.set(rid)
+
+        def start_with_id(
+            status: str, headers: list[tuple[str, str]], exc_info: Any = None
+        ) -> Callable[[bytes], object]:
+            headers.append((REQUEST_ID_HEADER, rid))
+            return start_response(status, headers, exc_info)
+
         # If the app raises, the id stays current for the server's error lines, until the
         # next request of this thread. (So it does after an answer nobody closes, as the
         # Flask test client leaves them; servers close every answer.)
-        body = self.app(environ, start_response)
+        body = self.app(environ, start_with_id)
 
         def answered() -> None:
             _answering.set(None)
@@ -98,7 +106,7 @@ def _install_record_factory() -> None:
 
     def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
         record = previous(*args, **kwargs)
-        record.request_id = _current_request_id()
+        record.request_id = current_request_id()
         return record
 
     factory.adds_request_id = True  # type: ignore[attr-defined]
@@ -153,18 +161,7 @@ def _install_filter(logger_name: str, kind: type[logging.Filter]) -> None:
 
 
 def init_app(app: Flask) -> None:
-    """Assign request ids, echo them in a header, and configure logging if nobody has."""
-
-    @app.before_request
-    def _assign_request_id() -> None:
-        g.request_id = environ_request_id(request.environ)
-
-    @app.after_request
-    def _echo_request_id(response: Response) -> Response:
-        if "request_id" in g:
-            response.headers[REQUEST_ID_HEADER] = g.request_id
-        return response
-
+    """Configure logging if nobody has, with the request id on every line."""
     _install_record_factory()
     _install_filter("werkzeug", _DevServerRedaction)
     for name in ("alembic.runtime.plugins", "alembic.runtime.migration"):

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import g, render_template
+from flask import render_template
 
 from webapp.auth.errors import ERROR_PAGE, Code, error_page_code
+from webapp.observability import current_request_id
 from webapp.settings import current_settings
 
 #: The first step offered for codes whose best next step is not "sign in again".
@@ -57,7 +58,7 @@ def render_error_page(code: str | None, *, status: int | None = None) -> str:
     """Render the error page for ``code`` (or, with no code, for the HTTP ``status``),
     showing this request's id as the reference."""
     return render_template(
-        "auth/error.html", code=code, status=status, request_id=g.get("request_id", "-")
+        "auth/error.html", code=code, status=status, request_id=current_request_id()
     )
 
 

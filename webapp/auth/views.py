@@ -14,7 +14,6 @@ from flask import (
     request,
     url_for,
 )
-from flask_wtf.csrf import generate_csrf
 from werkzeug.wrappers import Response
 
 from webapp import transactions
@@ -101,7 +100,7 @@ def provider_token_view(session: AuthSession, provider_id: str) -> Response:
 
 @bp.get("/csrf", provide_automatic_options=False)
 def csrf_view() -> Response:
-    return jsonify({"csrfToken": generate_csrf()})
+    return jsonify({"csrfToken": csrf.token()})
 
 
 @bp.get("/signin", provide_automatic_options=False)
