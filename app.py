@@ -1,4 +1,4 @@
-"""The WSGI entry point: ``flask --app app run`` or ``gunicorn app:app``."""
+"""The WSGI entry point: ``flask --app app run`` (production: ``webapp.wsgi:app``, scripts/serve)."""
 
 import click
 

@@ -96,55 +96,58 @@ class NewSession:
 
 
 @dataclass(frozen=True)
-class Gunicorn:
-    """A gunicorn serving the app: where it listens, and its logs."""
+class Server:
+    """The production server (deploy/serve.py) serving the app: where it listens, and its
+    logs (``access_log``: its stdout, the access lines and granian's own; ``error_log``:
+    its stderr, the app's log), and its process."""
 
     url: str
     port: int
     access_log: Path
     error_log: Path
+    process: subprocess.Popen[bytes]
 
 
 @contextmanager
-def run_gunicorn(
-    tmp_path: Path, *, database: str | None = None, **settings: str
-) -> Iterator[Gunicorn]:
-    """Run gunicorn with the repository's gunicorn.conf.py, production settings, a fresh
-    migrated SQLite database and ``settings`` on top; stop it afterwards.
+def run_server(tmp_path: Path, *, database: str | None = None, **settings: str) -> Iterator[Server]:
+    """Run the production server (scripts/serve: granian with deploy/serve.py) with one
+    worker, production settings, a fresh migrated SQLite database and ``settings`` on top;
+    stop it afterwards.
 
     ``database``: the URL of a database migrated already (e.g. the ``database_url``
-    fixture's), used as it is instead of the fresh one: several gunicorns given the same
+    fixture's), used as it is instead of the fresh one: several servers given the same
     URL share it, as an application's instances do."""
     from .conftest import TEST_SECRET, migrate_database
 
     if database is None:
-        database = f"sqlite:///{tmp_path / 'gunicorn.sqlite3'}"
+        database = f"sqlite:///{tmp_path / 'server.sqlite3'}"
         migrate_database(database)
     port = free_port()
-    access, errors = tmp_path / "gunicorn-access.log", tmp_path / "gunicorn-error.log"
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    access, errors = tmp_path / "server-out.log", tmp_path / "server-err.log"
     env = {
         **os.environ,
         "APP_ENV": "production",
         "AUTH_SECRET": TEST_SECRET,
         "AUTH_URL": f"http://127.0.0.1:{port}/auth",
         "DATABASE_URL": database,
+        "PORT": str(port),
         "WEB_CONCURRENCY": "1",
         **settings,
     }
-    command = [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "--bind",
-               f"127.0.0.1:{port}", "--access-logfile", str(access), "--error-logfile",
-               str(errors)]  # fmt: skip
     root = Path(__file__).resolve().parent.parent
-    server = subprocess.Popen(
-        command, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    with access.open("ab") as out, errors.open("ab") as err:
+        server = subprocess.Popen(
+            [sys.executable, "deploy/serve.py"], cwd=root, env=env, stdout=out, stderr=err
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until_listening(f"{url}/auth/csrf", server)
-        yield Gunicorn(url, port, access, errors)
+        yield Server(url, port, access, errors, server)
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        if server.poll() is None:
+            server.terminate()
+            server.wait(timeout=30)
 
 
 def wait_until_listening(url: str, process: subprocess.Popen[Any]) -> None:

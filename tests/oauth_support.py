@@ -317,7 +317,7 @@ class NodeOP:
         ``amr``: the authentication methods (RFC 8176) a login for this client records, which
         its ID tokens then carry as their ``amr`` claim (None: no amr claim).
         The id must be new to the provider's configuration; ``provider_config`` knows it.
-        Calling it again with the same id replaces the client (e.g. once a gunicorn's port,
+        Calling it again with the same id replaces the client (e.g. once a server's port,
         hence its AUTH_URL, is known: ``add_client(cid, auth_url=server.url + "/auth")``).
         """
         meta: dict[str, Any] = {
@@ -823,7 +823,7 @@ class Browser:
 
 def follow_to_app(session: requests.Session, url: str, origin: str = APP_ORIGIN) -> str:
     """Follow a provider's redirects until it sends the browser to the app's ``origin``
-    (e.g. a gunicorn's ``http://127.0.0.1:<port>``)."""
+    (e.g. a server's ``http://127.0.0.1:<port>``)."""
     for _ in range(10):
         if url.startswith(origin + "/"):
             return url

@@ -3,11 +3,11 @@ bounded time, says what happened, and leaves nothing half-written.
 
 1. PostgreSQL restarted under load, lost while a sign-in mail is being sent, and stopped
    for good: a private cluster (Debian's pg_createcluster, never the shared server on
-   5432) behind the production server (gunicorn). Every answer is a success or a clear 503
-   with Retry-After, within the connect timeout plus slack; the same worker serves again
-   once the database is back; an e-mail request that succeeded has its token row, one
-   that failed has none. (tests/test_resilience.py covers an unreachable database and a
-   dropped pooled connection in process.)
+   5432) behind the production server (granian, deploy/serve.py). Every answer is a
+   success or a clear 503 with Retry-After, within the connect timeout plus slack; the
+   same worker serves again once the database is back; an e-mail request that succeeded
+   has its token row, one that failed has none. (tests/test_resilience.py covers an
+   unreachable database and a dropped pooled connection in process.)
 2. SMTP refusing, hanging up, stalling, not listening, or dropping connection attempts:
    ``POST /auth/signin/email`` answers EmailSignin (redirect and JSON) within
    EMAIL_TIMEOUT plus slack, no verification token row stays, and the next request to a
@@ -17,7 +17,8 @@ bounded time, says what happened, and leaves nothing half-written.
    dropping connection attempts, stalling, answering 500, or answering garbage: OAuthSignin
    or OAuthCallback within the provider timeouts plus slack, no user, account or session
    row; sign-ins waiting on one stalled provider at once each cost one timeout; and under
-   gunicorn a request stuck on a provider does not hold up other people's session reads.
+   the production server a request stuck on a provider does not hold up other people's
+   session reads.
 
 Bounds are derived from the app's own timeouts, plus ``SLACK`` for the request's own work
 on a shared 2-core machine. A stall's answer must also take at least its timeout (less a
@@ -55,13 +56,13 @@ from webapp.models import Account, Session, User, VerificationToken
 
 from .conftest import IN_CI, base_config, migrate_database
 from .fault_support import BrokenHTTP, FaultySmtp, PrivateCluster, syn_dropping_port
-from .helpers import Gunicorn, free_port, row_count, run_gunicorn
+from .helpers import Server, free_port, row_count, run_server
 from .oauth_support import Browser, FakeIdP, fake_idp, follow_to_app, write_providers_toml
 
 #: What a request may take beyond the waits the app allows itself (a timeout toward a
 #: neighbour): its own work is milliseconds, but this machine has 2 cores shared with
 #: other test runs, a restarting PostgreSQL and the load threads. Far below any hang
-#: (gunicorn kills a worker silent for 30 s).
+#: (the production server's graceful stop waits 20 s for a request).
 SLACK = 2.5
 
 #: The app's connect timeout toward PostgreSQL (database.engine_options: not a setting).
@@ -97,7 +98,8 @@ PROVIDER_BOUND = HTTP_CONNECT_TIMEOUT + HTTP_READ_TIMEOUT + SLACK
 
 #: A stall's answer must take at least this share of the timeout that ends it.
 STALL_FLOOR = 0.9
-#: Requests waiting on one stalled neighbour at the same time: a gunicorn worker's threads.
+#: Requests waiting on one stalled neighbour at the same time: a worker's threads
+#: (deploy/serve.py, WEB_THREADS).
 CROWD = 4
 
 
@@ -112,7 +114,8 @@ def timed(call: Callable[[], Any]) -> tuple[Any, float]:
 
 
 # =========================================================================================
-# 1. PostgreSQL restarted, lost mid-request, stopped for good (gunicorn, private cluster)
+# 1. PostgreSQL restarted, lost mid-request, stopped for good (the production server, a
+#    private cluster)
 # =========================================================================================
 
 
@@ -149,7 +152,7 @@ def smtp(smtp_server: FaultySmtp) -> Iterator[FaultySmtp]:
 class Served:
     """The production server on the private cluster, and a signed-in person's cookie."""
 
-    server: Gunicorn
+    server: Server
     cluster: PrivateCluster
     database: str
     email: str
@@ -181,8 +184,8 @@ def served(
     add_signed_in_user(app, email, token)
     with app.app_context():
         db.engine.dispose()
-    with run_gunicorn(
-        tmp_path_factory.mktemp("gunicorn-pg"),
+    with run_server(
+        tmp_path_factory.mktemp("server-pg"),
         database=database,
         EMAIL_SERVER=smtp_server.url(),
         **NO_EMAIL_LIMITS,
@@ -817,9 +820,10 @@ def callback_attempt(browser: Browser) -> Callable[[], tuple[Any, float]]:
 def test_a_request_stuck_on_a_provider_does_not_hold_up_other_sessions(
     tmp_path: Path, idp: FakeIdP
 ) -> None:
-    """Under gunicorn, two sign-ins wait on a stalled provider (the discovery of one, the
-    token endpoint of another) while someone else reads their session again and again:
-    each read is answered at once, and both sign-ins fail in time with nothing stored."""
+    """Under the production server (one worker of four threads), two sign-ins wait on a
+    stalled provider (the discovery of one, the token endpoint of another) while someone
+    else reads their session again and again: each read is answered at once, and both
+    sign-ins fail in time with nothing stored."""
     read_timeout = 4.0  # long enough for the reads to happen well inside the stall
     database = f"sqlite:///{tmp_path / 'app.sqlite3'}"
     migrate_database(database)
@@ -832,7 +836,7 @@ def test_a_request_stuck_on_a_provider_does_not_hold_up_other_sessions(
             tmp_path / "auth.toml",
             [idp.provider_config("fake"), idp.provider_config("stuck", issuer=stall.origin)],
         )
-        with run_gunicorn(
+        with run_server(
             tmp_path,
             database=database,
             AUTH_CONFIG=str(config),
@@ -891,7 +895,7 @@ def add_signed_in_user(app: Flask, email: str, token: str) -> None:
         db.session.commit()
 
 
-def stuck_sign_ins(server: Gunicorn) -> dict[str, Callable[[], tuple[Any, float]]]:
+def stuck_sign_ins(server: Server) -> dict[str, Callable[[], tuple[Any, float]]]:
     """Two sign-ins that will wait on the stalled provider, as callables returning the
     app's answer and how long it took: ``discovery`` starts one at the provider whose
     discovery stalls; ``token`` comes back from the fake provider to a callback whose

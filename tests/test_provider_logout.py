@@ -6,7 +6,7 @@
    the provider's end_session_endpoint, which sends it back to ``signout/callback`` with a
    state only this browser's cookie matches. Without it (logout off, provider down, no
    endpoint) the sign-out stays here, and still happens.
-3. Back-channel logout for real: two gunicorn processes on one database, one provider
+3. Back-channel logout for real: two production servers on one database, one provider
    session, one logout token from the provider: both sessions end.
 4. Logout tokens the tests sign themselves (``NodeOP.logout_token`` / ``sign``): each
    hostile one is refused (400) with nothing written; valid ones end exactly the sessions
@@ -58,7 +58,7 @@ from webapp.extensions import db
 from webapp.models import Account, Session, UsedLogoutToken, User
 
 from .conftest import TEST_SECRET, base_config
-from .helpers import demo_sign_in, free_port, run_gunicorn
+from .helpers import demo_sign_in, free_port, run_server
 from .oauth_support import (
     APP_ORIGIN,
     OP_KID,
@@ -599,12 +599,12 @@ def test_the_sign_out_page_says_when_the_provider_signs_out_too(
 # -- 3. back-channel logout, for real ---------------------------------------------------------
 
 
-def gunicorn_sign_in(
+def server_sign_in(
     url: str, client_id: str, idp: requests.Session, account: str = "alice"
 ) -> requests.Session:
     """Sign ``account`` in at the app served at ``url``, the provider's cookies in ``idp``;
     return the app's browser (a cookie jar apart from the provider's, which shares the
-    host 127.0.0.1; cookies ignore the port, so it also holds for the other gunicorn)."""
+    host 127.0.0.1; cookies ignore the port, so it also holds for the other server)."""
     browser = requests.Session()
     csrf = browser.get(f"{url}/auth/csrf", timeout=10).json()["csrfToken"]
     start = browser.post(
@@ -633,8 +633,8 @@ def test_backchannel_logout_ends_the_sessions_on_every_instance(
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     with (
-        run_gunicorn(tmp_path / "a", database=database_url, AUTH_CONFIG=config) as first,
-        run_gunicorn(tmp_path / "b", database=database_url, AUTH_CONFIG=config) as second,
+        run_server(tmp_path / "a", database=database_url, AUTH_CONFIG=config) as first,
+        run_server(tmp_path / "b", database=database_url, AUTH_CONFIG=config) as second,
     ):
         servers = (first.url, second.url)
         node_op.add_client(
@@ -644,8 +644,8 @@ def test_backchannel_logout_ends_the_sessions_on_every_instance(
             post_logout_redirect_uris=[f"{url}/auth/signout/callback" for url in servers],
         )
         idp = requests.Session()  # one browser at the provider: one provider session
-        alice = [gunicorn_sign_in(url, client_id, idp) for url in servers]
-        bob = gunicorn_sign_in(first.url, client_id, requests.Session(), account="bob")
+        alice = [server_sign_in(url, client_id, idp) for url in servers]
+        bob = server_sign_in(first.url, client_id, requests.Session(), account="bob")
         with app.app_context():
             rows = db.session.execute(
                 sa.select(Session.id, Session.provider_sid, Session.provider_sub)

@@ -26,7 +26,7 @@ from webapp.auth.hooks import revocation_failed
 from webapp.extensions import db
 from webapp.models import Account
 
-from .helpers import free_port, run_gunicorn
+from .helpers import free_port, run_server
 from .oauth_support import CLIENT_METHODS, Browser, NodeOP, error_of, write_providers_toml
 
 pytestmark = pytest.mark.e2e
@@ -198,8 +198,8 @@ def test_two_app_processes_refresh_once(
     settings = {"DATABASE_URL": database_url, "AUTH_CONFIG": str(config)}
     before = refreshes(node_op)
     with (
-        run_gunicorn(tmp_path / "a", **settings) as first,
-        run_gunicorn(tmp_path / "b", **settings) as second,
+        run_server(tmp_path / "a", **settings) as first,
+        run_server(tmp_path / "b", **settings) as second,
     ):
         start = threading.Barrier(20)
 

@@ -1,4 +1,5 @@
-"""The README's nginx set-up, for real: nginx in front of gunicorn, attacked with headers.
+"""The README's nginx set-up, for real: nginx in front of the production server, attacked
+with headers.
 
 nginx runs the README's own snippet (read from README.md, with only addresses, names and
 paths replaced), so the documentation cannot drift from what is tested. Through it, forged
@@ -21,7 +22,7 @@ import requests
 
 from .conftest import IN_CI
 from .fixtures_smtp import Mailbox, link_of
-from .helpers import free_port, run_gunicorn, wait_until_listening
+from .helpers import free_port, run_server, wait_until_listening
 
 pytestmark = pytest.mark.e2e
 
@@ -54,7 +55,7 @@ def _nginx_conf(folder: Path, *, listen: int, upstream: int) -> Path:
 
 @pytest.fixture
 def proxied_site(tmp_path: Path, mailbox: Mailbox) -> Iterator[tuple[str, Path]]:
-    """gunicorn with production settings behind nginx; yields nginx's URL and its log."""
+    """The production server behind nginx; yields nginx's URL and its log."""
     nginx = shutil.which("nginx") or (
         "/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None
     )
@@ -70,7 +71,7 @@ def proxied_site(tmp_path: Path, mailbox: Mailbox) -> Iterator[tuple[str, Path]]
         "EMAIL_IP_LIMIT": "3/10m",
         "EMAIL_ADDRESS_LIMIT": "100/10m",
     }
-    with run_gunicorn(tmp_path, **settings) as server:
+    with run_server(tmp_path, **settings) as server:
         proxy_port = free_port()
         conf = _nginx_conf(tmp_path, listen=proxy_port, upstream=server.port)
         proxy = subprocess.Popen(

@@ -1,6 +1,7 @@
 """Second-factor codes under concurrency, on PostgreSQL behind a real server.
 
-The app runs in gunicorn (four worker processes of five threads, one PostgreSQL database),
+The app runs in the production server (four worker processes of five threads, one
+PostgreSQL database),
 and twenty browsers (``requests`` sessions, each with its own cookie jar) each get a
 pending sign-in of the same person through a real sign-in (the demo credentials), then
 submit a code at the same moment. A code is spent by one conditional UPDATE
@@ -30,9 +31,9 @@ from .conftest import base_config
 from .helpers import (
     RECOVERY_CODE_PATTERN,
     TOTP_KEY_PATTERN,
-    Gunicorn,
+    Server,
     row_count,
-    run_gunicorn,
+    run_server,
     totp_code,
 )
 
@@ -46,9 +47,9 @@ SESSION_COOKIE = "auth.session-token"
 
 @dataclass
 class Served:
-    """The app in gunicorn, and the same database seen from this process."""
+    """The app in the production server, and the same database seen from this process."""
 
-    server: Gunicorn
+    server: Server
     app: Flask
 
     def url(self, path: str) -> str:
@@ -57,18 +58,18 @@ class Served:
 
 @pytest.fixture
 def served_factory(postgres_url: str, tmp_path: Path) -> Iterator[Callable[..., Served]]:
-    """``served_factory(**settings)``: gunicorn on the PostgreSQL database (development,
-    so the demo credentials sign in), with ``settings`` on top."""
+    """``served_factory(**settings)``: the production server on the PostgreSQL database
+    (development, so the demo credentials sign in), with ``settings`` on top."""
     stack: list[Any] = []
     apps: list[Flask] = []
 
     def start(**settings: str) -> Served:
-        context = run_gunicorn(
+        context = run_server(
             tmp_path,
             database=postgres_url,
             APP_ENV="development",
             WEB_CONCURRENCY="4",
-            GUNICORN_CMD_ARGS="--threads 5",
+            WEB_THREADS="5",
             DB_POOL_SIZE="5",
             **settings,
         )

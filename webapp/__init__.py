@@ -37,7 +37,8 @@ def create_app(
     names, then ``config`` (overrides, as setting names: ``{"AUTH_SECRET": …}``). A bad
     setting raises ``settings.ConfigError`` naming it. ``migrations=False`` leaves out
     Flask-Migrate and the ``flask db`` commands: a WSGI server needs neither, and Alembic
-    would add about 9 MB to every worker (gunicorn.conf.py serves the app that way).
+    would add about 9 MB to every worker (webapp/wsgi.py, which production servers load,
+    builds it that way).
     Loaded by ``flask run`` in development without AUTH_URL, the site is at the host and
     port it serves (``settings.dev_server``).
     """

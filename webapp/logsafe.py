@@ -18,7 +18,7 @@ SECRET_PARAMS = frozenset(
 )
 REDACTED = "[redacted]"
 #: Request headers that carry credentials (session cookies, bearer and basic credentials):
-#: a log that copies headers (a custom gunicorn access-log format) shows ``[redacted]``.
+#: a log that copies headers (a proxy's or server's own access log) shows ``[redacted]``.
 SECRET_HEADERS = frozenset({"cookie", "authorization", "proxy-authorization"})
 
 _SHORT = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}

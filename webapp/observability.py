@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar
@@ -54,23 +55,34 @@ def current_request_id() -> str:
     return _answering.get() or "-"
 
 
+#: One line per answered request, written by ``RequestIds`` when this logger is enabled at
+#: INFO (the production server's config does it, deploy/serve.py; the development server
+#: writes its own lines): client, request line (secrets redacted), status, bytes, duration,
+#: request id and user agent, every client-sent value encoded (``logsafe``):
+#: ``127.0.0.1 "GET /auth/session HTTP/1.1" 200 5 3ms rid=… "curl/8.5"``.
+access_log = logging.getLogger("webapp.access")
+
+
 class RequestIds:
     """WSGI middleware (the outermost layer): gives each request its id, sends it back in
-    ``X-Request-ID`` on every answer (the app's, the host check's, the server's static
-    files'), and keeps it current, for log lines written outside the app's request
-    context, until the server closes the answer."""
+    ``X-Request-ID`` on every answer (the app's and the host check's), keeps it current,
+    for log lines written outside the app's request context, until the server closes the
+    answer, and then writes the access log line."""
 
     def __init__(self, app: WSGIApplication) -> None:
         self.app = app
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        began = time.perf_counter()
         rid = environ_request_id(environ)
         _answering.set(rid)
+        answer: list[Any] = []
 
         def start_with_id(
             status: str, headers: list[tuple[str, str]], exc_info: Any = None
         ) -> Callable[[bytes], object]:
             headers.append((REQUEST_ID_HEADER, rid))
+            answer[:] = status, headers
             return start_response(status, headers, exc_info)
 
         # If the app raises, the id stays current for the server's error lines, until the
@@ -79,6 +91,8 @@ class RequestIds:
         body = self.app(environ, start_with_id)
 
         def answered() -> None:
+            if answer and access_log.isEnabledFor(logging.INFO):
+                _log_access(environ, answer[0], answer[1], rid, time.perf_counter() - began)
             _answering.set(None)
 
         file_wrapper = environ.get("wsgi.file_wrapper")
@@ -87,6 +101,29 @@ class RequestIds:
             answered()
             return body
         return ClosingIterator(body, answered)
+
+
+def _log_access(
+    environ: WSGIEnvironment, status: str, headers: list[tuple[str, str]], rid: str, took: float
+) -> None:
+    # WSGI gives the path as the latin-1 text of its bytes: shown as the UTF-8 it was sent in.
+    target = environ.get("PATH_INFO", "").encode("latin-1").decode("utf-8", "replace")
+    query = environ.get("QUERY_STRING")
+    if query:
+        target += "?" + logsafe.redact_query(query)
+    request_line = f"{environ.get('REQUEST_METHOD')} {target} {environ.get('SERVER_PROTOCOL')}"
+    size = next((v for k, v in headers if k.lower() == "content-length"), "-")
+    access_log.info(
+        "%s %s %s %s %dms rid=%s %s",
+        environ.get("REMOTE_ADDR", "-"),
+        # encode() returns printable text without a backslash as it is, after one scan.
+        logsafe.encode(request_line, limit=None, quote=True),
+        status.split(None, 1)[0],
+        size,
+        took * 1000,
+        rid,
+        logsafe.encode(environ.get("HTTP_USER_AGENT", "-"), limit=None, quote=True),
+    )
 
 
 def wrap(app: WSGIApplication) -> RequestIds:

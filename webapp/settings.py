@@ -94,7 +94,7 @@ def dev_server() -> DevServer | None:
     """Return where ``flask run`` will serve, when the app is being loaded by it.
 
     ``flask run`` loads the app (``create_app``) after click has read its options, so the
-    port is known whichever way it was given; under another server (gunicorn, a test
+    port is known whichever way it was given; under another server (granian, a test
     client) there is no such command and this returns None.
     """
     from flask.cli import run_command

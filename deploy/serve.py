@@ -1,0 +1,88 @@
+"""The production server: granian (a Rust HTTP server) serving the WSGI app.
+
+    ./scripts/serve                       # http://127.0.0.1:8000, one worker per core
+    PORT=8101 WEB_CONCURRENCY=4 ./scripts/serve
+
+Why granian: bench/RESULTS.md, "Choosing the production server" (measured against
+gunicorn's gthread worker and uWSGI on the same app and machine).
+
+Sizing: one worker process per core, since each runs Python on one core at a time (the
+GIL); a few threads per worker (``WEB_THREADS``), so a worker keeps its core busy while a
+request waits on PostgreSQL, SMTP or an identity provider. A request stalled on a provider
+holds one thread, never the worker. Each thread needs at most one pooled database
+connection, so ``DB_POOL_SIZE`` should be at least ``WEB_THREADS``, and workers x
+(DB_POOL_SIZE + DB_MAX_OVERFLOW) must stay below PostgreSQL's ``max_connections`` (or the
+pooler's pool size).
+
+Environment: ``HOST`` (127.0.0.1) and ``PORT`` (8000) to listen on; ``WEB_CONCURRENCY``
+(workers, default the number of cores); ``WEB_THREADS`` (threads per worker, 4);
+``PID_FILE`` (write the server's pid there). The app's own settings (AUTH_URL, AUTH_SECRET,
+DATABASE_URL, AUTH_TRUST_HOST, ...) are read by the app as always.
+
+Signals: SIGTERM or SIGINT stop accepting connections and let requests in flight finish
+(at most ``GRACEFUL_SECONDS``); SIGHUP replaces the workers one by one.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+
+from granian.constants import HTTPModes, Interfaces
+from granian.http import HTTP1Settings
+from granian.log import LOGGING_CONFIG, LogLevels
+from granian.server import Server
+
+#: Seconds a stopping worker has to finish the requests it holds: more than the longest
+#: a request can wait on outside services (SMTP, provider and database timeouts).
+GRACEFUL_SECONDS = 20
+#: A client has this long to send a request's headers (a slow client cannot hold a
+#: connection open for ever); an idle keep-alive connection is closed after it too.
+HEADER_SECONDS = 10
+#: The most a request's line and headers may take; the app bounds bodies
+#: (MAX_CONTENT_LENGTH, 64 KiB).
+HEADER_BYTES = 64 * 1024
+
+
+def logging_config() -> dict[str, object]:
+    """granian's logging, plus the app's access log (``webapp.observability``) on stdout,
+    one line per request with its request id (granian's own access log is off: it can
+    neither carry the id the app gives a request nor redact a link's token)."""
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["loggers"]["webapp.access"] = {  # type: ignore[index]
+        "handlers": ["access"],
+        "level": "INFO",
+        "propagate": False,
+    }
+    return config
+
+
+def server() -> Server:  # type: ignore[type-arg]
+    env = os.environ
+    pid_file = env.get("PID_FILE")
+    return Server(
+        "webapp.wsgi:app",
+        address=env.get("HOST", "127.0.0.1"),
+        port=int(env.get("PORT", "8000")),
+        interface=Interfaces.WSGI,
+        workers=int(env.get("WEB_CONCURRENCY") or os.cpu_count() or 1),
+        blocking_threads=int(env.get("WEB_THREADS", "4")),
+        http=HTTPModes.http1,
+        websockets=False,
+        http1_settings=HTTP1Settings(
+            header_read_timeout=HEADER_SECONDS * 1000, keep_alive=True, max_buffer_size=HEADER_BYTES
+        ),
+        log_level=LogLevels.info,
+        log_dictconfig=logging_config(),
+        log_access=False,
+        respawn_failed_workers=True,
+        workers_kill_timeout=GRACEFUL_SECONDS,
+        pid_file=Path(pid_file) if pid_file else None,
+        working_dir=Path(__file__).resolve().parent.parent,
+        reload=False,
+    )
+
+
+if __name__ == "__main__":
+    server().serve()
