@@ -9,7 +9,7 @@ from webapp.settings import ConfigError, load_settings
 from .helpers import demo_sign_in
 
 HTMX = {"HX-Request": "true"}
-PRIVATE = "private, no-store"
+PRIVATE = "private, no-cache, no-store"
 HTTPS = "https://localhost"
 
 
@@ -33,6 +33,7 @@ def test_signed_in_pages_are_not_stored(client, auth):
         assert r.status_code == 200, path
         assert r.headers["Cache-Control"] == PRIVATE, path
         assert r.headers["Pragma"] == "no-cache", path
+        assert r.headers["Expires"] == "0", path
 
 
 def test_htmx_fragments_are_not_stored(app, client, auth):
@@ -72,12 +73,20 @@ def test_static_files_keep_their_cache_headers(client, auth):
 
 
 def test_no_store_is_not_added_twice(client, auth):
-    # The auth routes and the account JSON set their own no-store; it is left as it is.
+    # The auth routes and the account JSON are personal whether or not a session is read.
     auth.signin()
     r = client.get("/auth/session")
     assert r.headers.getlist("Cache-Control") == ["private, no-cache, no-store"]
     r = client.get("/account/api")
     assert r.headers.getlist("Cache-Control") == ["private, no-cache, no-store"]
+
+
+def test_an_auth_answer_refused_before_its_view_is_not_stored(client):
+    # The CSRF check runs before the auth routes' own code: its refusal is personal too.
+    r = client.post("/auth/signin/email", data={"email": "ann@example.com"})
+    assert r.status_code == 302 and "MissingCSRF" in r.headers["Location"]
+    assert r.headers.getlist("Cache-Control") == [PRIVATE]
+    assert r.headers["Expires"] == "0"
 
 
 # -- HSTS --------------------------------------------------------------------------------

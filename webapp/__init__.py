@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,23 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 MIGRATIONS_DIR = PROJECT_ROOT / "migrations"
 
 
+class App(Flask):
+    """Flask, asking once per function whether it must be run as a coroutine.
+
+    Flask asks before every call of a view or request hook (``inspect`` work, ten times per
+    request here), and the answer never changes for a function.
+    """
+
+    def ensure_sync(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        synced: dict[Callable[..., Any], Callable[..., Any]] = self.__dict__.setdefault(
+            "_synced", {}
+        )
+        runnable = synced.get(func)
+        if runnable is None:
+            runnable = synced[func] = super().ensure_sync(func)
+        return runnable
+
+
 def create_app(
     config: Mapping[str, Any] | None = None,
     *,
@@ -42,7 +59,7 @@ def create_app(
     Loaded by ``flask run`` in development without AUTH_URL, the site is at the host and
     port it serves (``settings.dev_server``).
     """
-    app = Flask(__name__, instance_relative_config=True)
+    app = App(__name__, instance_relative_config=True)
     Path(app.instance_path).mkdir(parents=True, exist_ok=True)
     conf = load_settings(environ, config, instance_path=app.instance_path, served=dev_server())
     install(app, conf)

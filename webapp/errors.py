@@ -20,7 +20,6 @@ from werkzeug.wrappers import Response
 from webapp import logsafe, transactions
 from webapp.auth import reauth, urls
 from webapp.auth.answers import (
-    NO_STORE,
     callback_url_param,
     json_field_sent,
     send_to,
@@ -31,6 +30,7 @@ from webapp.auth.bearer import InvalidBearerToken
 from webapp.auth.errorpage import render_error_page
 from webapp.auth.errors import SIGNIN_CODES, AccountError, AuthError, code_for
 from webapp.auth.sessions import treat_as_signed_out
+from webapp.caching import mark_personal
 from webapp.observability import current_request_id
 
 log = logging.getLogger(__name__)
@@ -168,7 +168,8 @@ def _http_error(exc: HTTPException) -> Response:
         if name not in ("Content-Type", "Content-Length"):
             response.headers[name] = value
     if under_auth_path():
-        response.headers.update(NO_STORE)
+        # No auth route matched, so none marked it: under the auth path all is personal.
+        mark_personal()
     return response
 
 

@@ -61,6 +61,9 @@ def current_request_id() -> str:
 #: request id and user agent, every client-sent value encoded (``logsafe``):
 #: ``127.0.0.1 "GET /auth/session HTTP/1.1" 200 5 3ms rid=… "curl/8.5"``.
 access_log = logging.getLogger("webapp.access")
+if access_log.level == logging.NOTSET:
+    # Off, unless a server's logging config (applied before the app loads) set a level.
+    access_log.setLevel(logging.WARNING)
 
 
 class RequestIds:

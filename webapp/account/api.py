@@ -18,15 +18,8 @@ from webapp.caching import mark_personal
 from webapp.clock import iso_utc
 
 bp = Blueprint("account_api", __name__)
-# Personal, as the account pages; _no_store below keeps this area's own header.
+# Personal data, as the account pages: never cached by the browser or a proxy.
 bp.before_request(mark_personal)
-
-
-@bp.after_request
-def _no_store(response: Response) -> Response:
-    # Personal data: never cached by the browser or a proxy.
-    response.headers["Cache-Control"] = "private, no-cache, no-store"
-    return response
 
 
 @bp.get("")

@@ -20,14 +20,6 @@ from webapp.settings import current_settings
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-#: Every answer under the auth path is personal (tokens, sessions, forms with CSRF tokens),
-#: its errors included: no cache keeps one.
-NO_STORE = {
-    "Cache-Control": "private, no-cache, no-store",
-    "Pragma": "no-cache",
-    "Expires": "0",
-}
-
 
 def session_required(view: F) -> F:
     """Call ``view(session, …)`` for a signed-in browser; answer 401 JSON to anyone else

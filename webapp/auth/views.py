@@ -19,7 +19,6 @@ from werkzeug.wrappers import Response
 from webapp import transactions
 from webapp.auth import beacon, reauth, urls
 from webapp.auth.answers import (
-    NO_STORE,
     callback_url_param,
     navigate_htmx,
     send_to,
@@ -42,10 +41,11 @@ from webapp.auth.flows.second_factor import WrongCode, current_challenge, pass_w
 from webapp.auth.flows.signout import finish_provider_logout, sign_out, signs_out_at_provider
 from webapp.auth.hooks import current_hooks, session_read
 from webapp.auth.oauth.logout_token import InvalidLogoutToken
-from webapp.auth.providers import providers
+from webapp.auth.providers import providers, providers_body
 from webapp.auth.providers.base import Outcome, Page, Redirect
 from webapp.auth.redirects import is_safe_callback_url, resolve_redirect
 from webapp.auth.sessions import AuthSession, current_session, session_json
+from webapp.caching import mark_personal
 from webapp.extensions import csrf
 from webapp.logsafe import encode
 from webapp.ui import csp
@@ -56,9 +56,10 @@ bp = Blueprint("auth", __name__)
 
 
 @bp.after_request
-def _no_store(response: Response) -> Response:
-    # Every auth answer is personal (tokens, sessions, forms with CSRF tokens).
-    response.headers.update(NO_STORE)
+def _personal(response: Response) -> Response:
+    # Every auth answer is personal (tokens, sessions, forms with CSRF tokens), errors
+    # raised before the view included (a failed CSRF check).
+    mark_personal()
     if request.endpoint == "auth.callback":
         # A callback's URL carries the secret (the e-mail link's token, an OAuth code): no
         # answer there, the confirmation page or an error, may let a Referer take it on to
@@ -70,7 +71,7 @@ def _no_store(response: Response) -> Response:
 
 @bp.get("/providers", provide_automatic_options=False)
 def providers_json() -> Response:
-    return jsonify({pid: p.public_json() for pid, p in providers().items()})
+    return current_app.response_class(providers_body(), mimetype="application/json")
 
 
 @bp.get("/session", provide_automatic_options=False)

@@ -6,13 +6,13 @@ stylesheet). ``form-action`` is deliberately absent: Chromium applies it to the 
 after a form post, and ``POST signin/<id>`` redirects to each identity provider's origin.
 Images may also come from https (profile pictures at the identity providers).
 
-An answer made for a signed-in person, one that sets or clears the session cookie, and
-everything the account area answers (``caching.answer_is_personal``) gets
-``Cache-Control: private, no-store``: neither a shared proxy nor the browser's cache (the
-back button on a shared computer) may keep a copy. Views that already say no-store (the
-auth routes) keep their own header. Static files read no session, so they keep their cache
-headers. On an https AUTH_URL every answer carries HSTS (``AUTH_HSTS_MAX_AGE``), so the
-browser never tries plain http first, where the first request could be intercepted.
+A personal answer (``caching.answer_is_personal``: made for a signed-in person, setting or
+clearing the session cookie, under the auth path or the account area) gets
+``Cache-Control: private, no-cache, no-store``: neither a shared proxy nor the browser's
+cache (the back button on a shared computer) may keep a copy. Static files read no session,
+so they keep their cache headers. On an https AUTH_URL every answer carries HSTS
+(``AUTH_HSTS_MAX_AGE``), so the browser never tries plain http first, where the first
+request could be intercepted.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import TypeVar
 from flask import Flask, Response
 from werkzeug.wrappers import Response as BaseResponse
 
-from webapp.caching import answer_is_personal
+from webapp.caching import NO_STORE, answer_is_personal
 from webapp.settings import Settings
 
 POLICY = "; ".join(
@@ -46,8 +46,6 @@ HEADERS = [
 ]
 #: The same, for answers at a URL that carries a secret: no Referer at all.
 NO_REFERRER_HEADERS = [*HEADERS[:2], ("Referrer-Policy", "no-referrer")]
-
-NO_STORE = "private, no-store"
 
 
 def strict_transport_security(conf: Settings) -> str | None:
@@ -79,19 +77,24 @@ def init_app(app: Flask, conf: Settings) -> None:
     """Add the headers to every response of ``app``; HSTS is prepared here, once."""
     hsts = strict_transport_security(conf)
     headers = HEADERS + [("Strict-Transport-Security", hsts)] if hsts else HEADERS
+    personal_headers = headers + NO_STORE
 
     def add_headers(response: Response) -> Response:
-        # This runs on every response: one check and one extend for the fixed headers (not
-        # a setdefault each), and the personal-answer test is one look into ``g``.
-        # A view that sets its own Content-Security-Policy takes charge of the fixed three.
+        # This runs on every response: werkzeug checks every header it is given, so the
+        # usual answer gets all of its fixed headers in one extend, after two short scans;
+        # the personal-answer test is one look into ``g``. A view that sets its own
+        # Content-Security-Policy takes charge of the fixed three.
         fields = response.headers
+        personal = answer_is_personal()
         if "Content-Security-Policy" not in fields:
+            if personal and "Cache-Control" not in fields:
+                fields.extend(personal_headers)
+                return response
             fields.extend(headers)
         elif hsts and "Strict-Transport-Security" not in fields:
             fields["Strict-Transport-Security"] = hsts
-        if answer_is_personal() and "no-store" not in fields.get("Cache-Control", ""):
-            fields["Cache-Control"] = NO_STORE
-            fields["Pragma"] = "no-cache"
+        if personal and "no-store" not in fields.get("Cache-Control", ""):
+            fields.update(NO_STORE)
         return response
 
     app.after_request(add_headers)

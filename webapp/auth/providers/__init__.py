@@ -11,6 +11,7 @@ from typing import Any
 
 from flask import current_app
 
+from webapp.auth import urls
 from webapp.auth.oauth.client import OAuthClient
 from webapp.auth.providers import credentials, email, oauth, passkey
 from webapp.auth.providers.base import Provider
@@ -60,6 +61,18 @@ def oauth_client(provider_id: str) -> OAuthClient | None:
     """Return the protocol client of an OAuth/OIDC provider (None for other kinds or ids)."""
     provider = providers().get(provider_id)
     return provider.client if isinstance(provider, oauth.OAuthProvider) else None
+
+
+def providers_body() -> str:
+    """The body of ``GET providers``: the same for every request to one base URL, so made
+    once per base URL (one, unless development links follow the browser's loopback name)."""
+    base = urls.base_url()
+    bodies: dict[str, str] = current_app.extensions.setdefault("webapp.providers_json", {})
+    body = bodies.get(base)
+    if body is None:
+        entries = {pid: p.public_json() for pid, p in providers().items()}
+        body = bodies[base] = current_app.json.dumps(entries) + "\n"
+    return body
 
 
 def providers() -> dict[str, Provider]:
