@@ -13,8 +13,8 @@ from datetime import datetime
 
 from sqlalchemy import delete, select
 
-from webapp.account.devices import describe_device
 from webapp.auth import reauth
+from webapp.auth.devices import describe_device
 from webapp.auth.errors import AccountError
 from webapp.auth.flows.provider_tokens import revoke_tokens
 from webapp.auth.passkeys import clean_name, unavailable_reason
