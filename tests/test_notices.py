@@ -97,6 +97,22 @@ def test_a_sign_in_from_a_new_device_is_told(
     assert_no_link(message)
 
 
+def test_a_notice_repeats_no_address_a_client_sent(
+    notice_app: Callable[..., Flask], mailbox: Mailbox
+) -> None:
+    """The device is read from the user agent, which the signer-in writes: a bot's name
+    made of an address keeps no dot, slash or colon, so no mail program links it."""
+    app = notice_app()
+    sign_in(browser(app), ANN)
+    agent = "Mozilla/5.0 (compatible; www.evil.example/login https://evil.example spider/2.0)"
+    sign_in(browser(app, agent), ANN)
+    assert subjects(mailbox) == [NEW_DEVICE]
+    text = text_of(mailbox.last())
+    [device] = [line for line in text.splitlines() if line.strip().startswith("Device:")]
+    assert not set("./:@") & set(device.split(":", 1)[1]), device
+    assert_no_link(mailbox.last())
+
+
 def test_ipv6_counts_by_48(notice_app: Callable[..., Flask], mailbox: Mailbox) -> None:
     app = notice_app()
     sign_in(browser(app, ip="2001:db8:1:2::5"), ANN)
@@ -173,12 +189,14 @@ def test_a_method_added_or_removed_is_told(
 
     passkeys = Passkeys(ann)
     assert passkeys.register(name="Ann's key").status_code == 200
-    assert "The passkey “Ann's key” can now be used" in text_of(mailbox.last())
+    # A passkey's name is the adder's text: not repeated in a notice.
+    assert "A passkey can now be used" in text_of(mailbox.last())
+    assert "Ann's key" not in text_of(mailbox.last()) + html_of(mailbox.last())
     with app.app_context():
         passkey = db.session.scalar(sa.select(Authenticator.id))
         account = db.session.scalar(sa.text("SELECT id FROM accounts WHERE provider = 'fake'"))
     csrf_post(ann, f"/account/passkeys/{passkey}/remove")
-    assert "The passkey “Ann's key” can no longer be used" in text_of(mailbox.last())
+    assert "A passkey can no longer be used" in text_of(mailbox.last())
     csrf_post(ann, f"/account/accounts/{account}/unlink")
     assert "Fake can no longer be used to sign in" in text_of(mailbox.last())
     assert subjects(mailbox) == [ADDED, ADDED, REMOVED, REMOVED]

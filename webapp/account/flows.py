@@ -416,7 +416,7 @@ def remove_passkey(*, user_id: int, passkey_id: int, current: AuthSession) -> Pa
         provider=PASSKEY_PROVIDER,
         detail={"passkey": passkey.id, "name": passkey.name},
     )
-    notices.method_changed(user_id, passkey=passkey.name, added=False)
+    notices.method_changed(user_id, added=False)
     return _passkey_info(passkey)
 
 

@@ -20,6 +20,7 @@ the commit; the trail is written beside them, in the same transaction as the cha
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -85,6 +86,8 @@ REVOCATION_UNSUPPORTED = "RevocationUnsupported"
 #: Shown to operators, not in a person's "Recent activity" (one a day per session).
 NOT_SHOWN_TO_PEOPLE = frozenset({Event.SESSION_EXTENDED})
 
+#: What a device label may not keep (see ``this_device``).
+_LABEL_UNSAFE = re.compile(r"[^\w ()+-]")
 #: Longest string kept in ``detail`` (values are the code's: ids, names, counts).
 _DETAIL_TEXT = 100
 Detail = Mapping[str, str | int | bool | None]
@@ -164,10 +167,16 @@ def subject_hash(identifier: str) -> str:
 
 
 def this_device() -> str:
-    """This request's device as the trail names it: browser and system, no version. The
-    user agent is read as far as a session keeps one (a client chooses its length)."""
+    """This request's device as the trail names it: browser and system, no version.
+
+    The user agent is read as far as a session keeps one (a client chooses its length).
+    Some of its parser's families are words taken from the user agent (a bot's name): only
+    letters, digits, spaces and ``()+-`` are kept, so that no address or URL a client sends
+    reaches a notice, where mail programs would make it a link.
+    """
     agent = request.headers.get("User-Agent", "")[: current_settings().user_agent_max_length]
-    return describe_device(agent, version=False)[:128]
+    label = _LABEL_UNSAFE.sub("", describe_device(agent, version=False))
+    return " ".join(label.split())[:128] or "Unknown device"
 
 
 def _checked(detail: Detail | None) -> dict[str, str | int | bool | None] | None:

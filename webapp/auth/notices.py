@@ -54,16 +54,14 @@ def after_signin(user_id: int, *, provider: str, new_user: bool) -> None:
         _queue(_verified_address(user_id), "notice_new_device", method=_name(provider))
 
 
-def method_changed(
-    user_id: int, *, added: bool, provider: str | None = None, passkey: str | None = None
-) -> None:
+def method_changed(user_id: int, *, added: bool, provider: str | None = None) -> None:
     """Tell the user that a way to sign in was added or removed: an account at ``provider``
-    (its id), or the passkey named ``passkey``."""
+    (its id), or, with none, a passkey. A passkey's name is not repeated: whoever added it
+    chose it, and a notice carries no text a stranger wrote (a mail program would make a
+    link of an address in it)."""
     if current_settings().notice_methods:
         method = _name(provider) if provider is not None else None
-        _queue(
-            _verified_address(user_id), "notice_method", method=method, passkey=passkey, added=added
-        )
+        _queue(_verified_address(user_id), "notice_method", method=method, added=added)
 
 
 def others_signed_out(user_id: int, *, count: int) -> None:

@@ -217,7 +217,7 @@ def complete_registration(*, data: str, name: str) -> str:
         provider=PROVIDER_ID,
         detail={"passkey": passkey.id, "name": passkey.name},
     )
-    notices.method_changed(session.user.id, passkey=passkey.name, added=True)
+    notices.method_changed(session.user.id, added=True)
     return urls.origin() + url_for("account.overview", _anchor="passkeys")
 
 
