@@ -34,8 +34,8 @@ from webapp.models import Account, Session, User
 
 from .helpers import AuthActions, NewSession
 
-# SMTP servers on loopback, the outbox and the e-mail sign-in actions.
-pytest_plugins = ["tests.fixtures_smtp"]
+# SMTP servers on loopback, the outbox and the e-mail sign-in actions; the audit tests' app.
+pytest_plugins = ["tests.fixtures_smtp", "tests.audit_support"]
 
 TEST_SECRET = "test-secret-" + "x" * 40
 PG_ADMIN_URL = os.environ.get(

@@ -51,6 +51,11 @@ The development outbox counts as a table: a message sent is a write. Excluded, b
 
 * ``rate_limit_counters``: a throttle counts an attempt before it decides on it, on its own
   connection, so that a burst cannot slip through (webapp/auth/ratelimit.py);
+* ``auth_events``: a refused request is recorded in the audit trail whatever becomes of
+  its other writes (webapp/auth/audit.py). ``test_the_audit_trail_holds_refusals_only``
+  checks what it gained: refusals (and the sign-out above), no secret, and the request's
+  text only where a row keeps it by design (the device read from ``User-Agent``, the
+  request id from ``X-Request-ID``);
 * on ``POST {base}/signout`` with a token that passed the CSRF check, the deletion of the
   signed-in browser's own session row: signing out is the route's purpose;
 * on ``POST {base}/device/<id>`` with a token that passed the CSRF check, one new
@@ -127,8 +132,8 @@ FORM = "application/x-www-form-urlencoded"
 RAISED = 599
 #: The development outbox's files count as a table: a message sent is a write.
 OUTBOX = "outbox (e-mail)"
-#: Written by design before the decision (see the module docstring).
-EXCLUDED_TABLES = frozenset({"rate_limit_counters"})
+#: Written by design whatever the decision (see the module docstring).
+EXCLUDED_TABLES = frozenset({"rate_limit_counters", "auth_events"})
 #: Throttles out of reach (each request also comes from its own address).
 NO_THROTTLES = {
     name: "1000000/1h"
@@ -392,6 +397,7 @@ class Hostile:
         self.app = app
         self.outbox = outbox
         self.world: World | None = None
+        self.audit_start = 0
         self.sweeps: dict[Target, list[Outcome]] = {}
         self.outcomes: list[Outcome] = []
         self.writes: list[str] = []
@@ -519,6 +525,11 @@ class Hostile:
             genuine=genuine,
         )
         self.world.baseline = self._snapshot()
+        with self.engine.connect() as conn:
+            # The audit trail's last row before any hostile request (the world's sign-in).
+            self.audit_start = int(
+                conn.execute(sa.text("SELECT COALESCE(MAX(id), 0) FROM auth_events")).scalar_one()
+            )
         self.leaks = Leaks(
             {
                 "AUTH_SECRET": TEST_SECRET.encode(),
@@ -1257,3 +1268,25 @@ def test_the_suite_reaches_the_code(hostile: Hostile) -> None:
     assert passed.status == 303 and hostile.csrf_passed, passed.status
     refused = hostile.send(Probe("check", "POST", "/account/two-factor/off", SIGNED_IN, "none"))
     assert refused.status == 302 and not hostile.csrf_passed
+
+
+def test_the_audit_trail_holds_refusals_only(hostile: Hostile) -> None:
+    """What the hostile requests added to the audit trail (every sweep first, if this runs
+    alone): refusals, and the sign-out the suite allows; no secret; the request's text only
+    in the columns that keep it by design."""
+    for target in TARGETS:
+        hostile.sweep(target)
+    query = sa.text("SELECT * FROM auth_events WHERE id > :start")
+    with hostile.engine.connect() as conn:
+        rows = [dict(r._mapping) for r in conn.execute(query, {"start": hostile.audit_start})]
+    assert rows, "no refusal was recorded: the sweeps did not reach the flows"
+    unexpected = [r for r in rows if r["outcome"] != "failure" and r["type"] != "signout"]
+    assert unexpected == [], unexpected[:5]
+    leaked = [r for r in rows if hostile.leaks.find(repr(r).encode())]
+    assert leaked == [], leaked[:5]
+    echoed = [
+        r
+        for r in rows
+        if MARKER in repr({k: v for k, v in r.items() if k not in ("device", "request_id")})
+    ]
+    assert echoed == [], echoed[:5]

@@ -96,11 +96,15 @@ def test_update_age_boundary(app, client, auth, count_sql):
     assert sql.writes == []
     assert set_cookies(r) == []
 
-    # Just after one day: exactly one UPDATE, the cookie re-sent with the new expiry.
+    # Just after one day: exactly one UPDATE and its record in the audit trail (one INSERT),
+    # the cookie re-sent with the new expiry.
     later = START + DAY + timedelta(seconds=1)
     with freeze_time(later), count_sql() as sql:
         r = client.get("/auth/session")
-    assert len(sql.writes) == 1 and sql.writes[0].lstrip().upper().startswith("UPDATE")
+    assert [w.split()[:3] for w in sql.writes] == [
+        ["UPDATE", "sessions", "SET"],
+        ["INSERT", "INTO", "auth_events"],
+    ], sql.writes
     assert r.json["expires"] == "2026-04-01T12:00:01.000Z"
     [cookie] = set_cookies(r)
     assert cookie.startswith(f"auth.session-token={token};")

@@ -1,17 +1,22 @@
-"""Operator commands: ``flask auth cleanup | sessions | revoke | revoke-tokens |
+"""Operator commands: ``flask auth cleanup | sessions | events | revoke | revoke-tokens |
 rotate-secrets | device-login | mfa reset``."""
 
 from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from datetime import UTC, datetime, timedelta
 
 import click
 from flask import current_app, g
 from flask.cli import AppGroup
 from flask.ctx import RequestContext
-from sqlalchemy import delete, select
+from sqlalchemy import ColumnElement, delete, select
 
 from webapp import logsafe, transactions
 from webapp.account import two_factor
-from webapp.auth import cookies, pending_signin, ratelimit, second_factor, urls
+from webapp.auth import audit, cookies, pending_signin, ratelimit, second_factor, urls
 from webapp.auth.addresses import InvalidAddress, normalize_email
 from webapp.auth.errors import AuthError
 from webapp.auth.flows.device import (
@@ -25,12 +30,13 @@ from webapp.auth.flows.provider_tokens import revoke_tokens
 from webapp.auth.flows.second_factor import WrongCode, pass_with_code
 from webapp.auth.resealing import reseal
 from webapp.auth.sessions import AuthSession, delete_expired
-from webapp.clock import utcnow
+from webapp.clock import iso_utc, utcnow
 from webapp.database import execute_counting
 from webapp.extensions import db
 from webapp.models import (
     Account,
     Authenticator,
+    AuthEvent,
     DeviceRequest,
     Session,
     SpentChallenge,
@@ -38,6 +44,7 @@ from webapp.models import (
     User,
     VerificationToken,
 )
+from webapp.settings import current_settings
 from webapp.ui.qr import print_qr
 
 auth_cli = AppGroup("auth", help="Inspect and clean up sign-in data.")
@@ -47,7 +54,8 @@ auth_cli = AppGroup("auth", help="Inspect and clean up sign-in data.")
 @click.option("--batch-size", default=5000, show_default=True, help="Rows deleted per transaction.")
 def cleanup(batch_size: int) -> None:
     """Delete expired sessions, verification tokens, device sign-ins, remembered logout
-    tokens and passkey challenges, and finished rate-limit windows."""
+    tokens and passkey challenges, finished rate-limit windows, and audit events older
+    than AUDIT_RETENTION."""
     sessions = delete_expired(batch_size=batch_size)
     now = utcnow()
     tokens = execute_counting(delete(VerificationToken).where(VerificationToken.expires <= now))
@@ -56,12 +64,15 @@ def cleanup(batch_size: int) -> None:
     challenges = execute_counting(delete(SpentChallenge).where(SpentChallenge.expires <= now))
     db.session.commit()
     counters = ratelimit.delete_finished_windows()
+    retention = current_settings().audit_retention
+    events = audit.delete_older_than(retention, batch_size=batch_size)
     click.echo(f"deleted {sessions} expired session(s)")
     click.echo(f"deleted {tokens} expired verification token(s)")
     click.echo(f"deleted {devices} expired device sign-in(s)")
     click.echo(f"deleted {logouts} remembered logout token(s)")
     click.echo(f"deleted {challenges} spent passkey challenge(s)")
     click.echo(f"deleted {counters} finished rate-limit window(s)")
+    click.echo(f"deleted {events} audit event(s) older than {retention.days} days")
 
 
 @auth_cli.command("sessions")
@@ -94,6 +105,65 @@ def list_sessions(email: str | None, include_expired: bool) -> None:
         )
 
 
+@auth_cli.command("events")
+@click.option("--user", "email", help="Events of this user, or about this address (e-mail).")
+@click.option("--since", help="From this UTC date or time (2026-11-01, 2026-11-01T08:00), or "
+              "this long ago (30m, 12h, 7d).")  # fmt: skip
+@click.option(
+    "--type",
+    "types",
+    multiple=True,
+    type=click.Choice([e.value for e in audit.Event]),
+    help="Only events of this type (repeatable).",
+)
+@click.option(
+    "--limit",
+    default=100,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="The latest this many (0: all).",
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+def list_events(
+    email: str | None, since: str | None, types: tuple[str, ...], limit: int, as_json: bool
+) -> None:
+    """List audit events, oldest first: time, type, outcome, user, provider, IP, device,
+    request id, detail."""
+    user_ids: list[int] = []
+    address = None
+    if email:
+        address = _address(email)
+        user_ids = list(db.session.scalars(select(User.id).where(User.email == address)))
+    rows = audit.search(
+        user_ids=user_ids,
+        subject=address,
+        since=_since(since) if since else None,
+        types=[audit.Event(t) for t in types],
+        limit=limit or None,
+    )
+    if as_json:
+        for event, user_email in rows:
+            click.echo(json.dumps(_event_json(event, user_email), ensure_ascii=False))
+        return
+    if not rows:
+        click.echo("no events")
+        return
+    click.echo(
+        f"{'time':<19}  {'type':<17} {'outcome':<24} {'user':<30} {'provider':<12} "
+        f"{'ip':<16} {'device':<24} {'request':<32} detail"
+    )
+    for event, user_email in rows:
+        # Address and device come from clients: encoded for the terminal, as in `sessions`.
+        outcome = event.outcome + (f" {event.error_code}" if event.error_code else "")
+        click.echo(
+            f"{_when(event.occurred_at):<19}  {event.type:<17} {outcome:<24} "
+            f"{_who(event, user_email):<30.30} {(event.provider or '-'):<12} "
+            f"{logsafe.encode(event.ip or '-', limit=None):<16} "
+            f"{logsafe.encode(event.device or '-', limit=None):<24.24} "
+            f"{(event.request_id or '-'):<32} {_detail(event)}"
+        )
+
+
 @auth_cli.command("revoke")
 @click.option("--user", "email", help="Sign this user out everywhere (e-mail address).")
 @click.option("--session", "session_id", type=int, help="Delete one session by id.")
@@ -103,7 +173,7 @@ def revoke(email: str | None, session_id: int | None) -> None:
         raise click.UsageError("give exactly one of --user EMAIL or --session ID")
     users = ""
     if session_id is not None:
-        count = execute_counting(delete(Session).where(Session.id == session_id))
+        count = _end_sessions(Session.id == session_id)
     else:
         # Every user holding the address: its verified owner and any unverified claimant
         # (an address is identity only once verified, so several users may show it).
@@ -112,7 +182,7 @@ def revoke(email: str | None, session_id: int | None) -> None:
         )
         if not user_ids:
             raise click.ClickException(f"no user with e-mail {email}")
-        count = execute_counting(delete(Session).where(Session.user_id.in_(user_ids)))
+        count = _end_sessions(Session.user_id.in_(user_ids))
         users = f" of {len(user_ids)} user(s)"
     db.session.commit()
     if session_id is not None and count == 0:
@@ -190,7 +260,7 @@ def mfa_reset(email: str) -> None:
         app = second_factor.has_second_factor(user.id)
         codes = two_factor.remove_all(user.id)
         passkeys = execute_counting(delete(Authenticator).where(Authenticator.user_id == user.id))
-        sessions = execute_counting(delete(Session).where(Session.user_id == user.id))
+        sessions = _end_sessions(Session.user_id == user.id)
         lines.append(
             f"user {user.id}: authenticator app {'removed' if app else 'none'}, "
             f"{codes} recovery code(s), {passkeys} passkey(s) removed; "
@@ -294,6 +364,70 @@ def _signed_in() -> tuple[AuthSession | None, str | None, str | None]:
     held = cookies.pending(pending_signin.cookie_name())
     transactions.commit()
     return session, cookie, held
+
+
+def _end_sessions(*where: ColumnElement[bool]) -> int:
+    """Delete the sessions matching ``where``; record one revocation by the operator per
+    user, with its count. Return how many ended."""
+    ended = db.session.scalars(delete(Session).where(*where).returning(Session.user_id)).all()
+    for user_id, count in Counter(ended).items():
+        audit.record(
+            audit.Event.SESSION_REVOKED,
+            user_id=user_id,
+            detail={"reason": audit.OPERATOR, "sessions": count},
+        )
+    return len(ended)
+
+
+_SPAN_RE = re.compile(r"^(\d+)([mhd])$")
+_SPAN_UNITS = {"m": "minutes", "h": "hours", "d": "days"}
+
+
+def _since(text: str) -> datetime:
+    """``--since``: a span back from now (``7d``) or a UTC date or time (ISO 8601)."""
+    span = _SPAN_RE.match(text.strip())
+    if span:
+        return utcnow() - timedelta(**{_SPAN_UNITS[span[2]]: int(span[1])})
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise click.BadParameter(
+            f"{text!r} is neither a date or time (2026-11-01T08:00) nor a span (7d)",
+            param_hint="--since",
+        ) from None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _who(event: AuthEvent, email: str | None) -> str:
+    """Whom an event names: the user's address (or id), else the start of its subject's keyed
+    hash (``--json`` gives all of it)."""
+    if event.user_id is not None:
+        return email or f"user {event.user_id}"
+    return f"#{event.subject_hash[:16]}" if event.subject_hash else "-"
+
+
+def _detail(event: AuthEvent) -> str:
+    # A passkey's name is the person's text: encoded too.
+    shown = json.dumps(event.detail, ensure_ascii=False) if event.detail else "-"
+    return logsafe.encode(shown, limit=None)
+
+
+def _event_json(event: AuthEvent, email: str | None) -> dict[str, object]:
+    return {
+        "id": event.id,
+        "time": iso_utc(event.occurred_at),
+        "type": event.type,
+        "outcome": event.outcome,
+        "error": event.error_code,
+        "userId": event.user_id,
+        "userEmail": email,
+        "subjectHash": event.subject_hash,
+        "provider": event.provider,
+        "ip": event.ip,
+        "device": event.device,
+        "requestId": event.request_id,
+        "detail": event.detail,
+    }
 
 
 def _address(email: str) -> str:

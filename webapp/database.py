@@ -8,8 +8,20 @@ from typing import Any, cast
 
 from blinker import Namespace
 from flask import Flask
-from sqlalchemy import Connection, CursorResult, Engine, Executable, Select, TypeDecorator, event
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    CursorResult,
+    Engine,
+    Executable,
+    Select,
+    TypeDecorator,
+    delete,
+    event,
+    select,
+)
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm import InstrumentedAttribute
 from werkzeug.routing import IntegerConverter, Map
 
 from webapp.extensions import db
@@ -47,16 +59,47 @@ def autocommit_connection() -> Connection:
     return db.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
 
 
-def write_now(statement: Executable) -> None:
-    """Run one write on its own, committed at once (no BEGIN/COMMIT round trips)."""
-    with autocommit_connection() as conn:
-        conn.execute(statement)
+def write_now(*statements: Executable) -> None:
+    """Run writes on their own, committed at once: one write in autocommit mode (no
+    BEGIN/COMMIT round trips), several in one transaction of their own."""
+    if len(statements) == 1:
+        with autocommit_connection() as conn:
+            conn.execute(statements[0])
+        return
+    with db.engine.begin() as conn:
+        for statement in statements:
+            conn.execute(statement)
 
 
 def execute_counting(statement: Executable) -> int:
     """Run a DELETE or UPDATE in the current session; return how many rows it touched."""
     result = cast(CursorResult[Any], db.session.execute(statement))
     return int(result.rowcount)
+
+
+def delete_in_batches(
+    id_column: InstrumentedAttribute[int],
+    *where: ColumnElement[bool],
+    batch_size: int,
+    each_batch: Callable[[int], None] | None = None,
+) -> int:
+    """Delete the rows matching ``where``, ``batch_size`` at a time, each batch its own short
+    transaction (no long locks on a big table); return how many went.
+
+    ``each_batch(count)`` runs in each batch's transaction after its DELETE (one that
+    deleted nothing included): what it writes commits with the batch. For maintenance
+    commands, which are their own transaction boundary.
+    """
+    total = 0
+    while True:
+        ids = select(id_column).where(*where).limit(batch_size).scalar_subquery()
+        deleted = execute_counting(delete(id_column.class_).where(id_column.in_(ids)))
+        if each_batch is not None:
+            each_batch(deleted)
+        db.session.commit()
+        total += deleted
+        if deleted < batch_size:
+            return total
 
 
 class RowIdConverter(IntegerConverter):

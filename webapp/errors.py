@@ -18,7 +18,7 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response
 
 from webapp import logsafe, transactions
-from webapp.auth import reauth, urls
+from webapp.auth import audit, reauth, urls
 from webapp.auth.answers import (
     callback_url_param,
     json_field_sent,
@@ -29,6 +29,7 @@ from webapp.auth.answers import (
 from webapp.auth.bearer import InvalidBearerToken
 from webapp.auth.errorpage import render_error_page
 from webapp.auth.errors import SIGNIN_CODES, AccountError, AuthError, code_for
+from webapp.auth.providers import providers
 from webapp.auth.sessions import treat_as_signed_out
 from webapp.caching import mark_personal
 from webapp.observability import current_request_id
@@ -90,8 +91,11 @@ def init_app(app: Flask) -> None:
 
 
 def _signin_failed(exc: AuthError) -> Response:
-    """A sign-in flow failed: nothing it wrote stays (unless it must: ``keep``); the browser
-    goes to the error route."""
+    """A sign-in flow failed: nothing it wrote stays (unless it must: ``keep``), but the
+    failure is on record (the flow's own, else one here); the browser goes to the error
+    route."""
+    if not audit.refusal_recorded():
+        audit.record(audit.Event.SIGNIN, provider=_route_provider(), error=exc.code)
     if exc.keep:
         transactions.commit()
     else:
@@ -111,6 +115,12 @@ def _signin_failed(exc: AuthError) -> Response:
         # applications test ``res.ok``; v5's clients send the header and expect 200.
         response.status_code = 401
     return response
+
+
+def _route_provider() -> str | None:
+    """The configured provider this request's route names, if any."""
+    named = (request.view_args or {}).get("provider_id")
+    return named if isinstance(named, str) and named in providers() else None
 
 
 def _account_refused(exc: AccountError) -> tuple[Response | str, int]:

@@ -1,6 +1,7 @@
 # mypy: disable-error-code="name-defined"
 # (Flask-SQLAlchemy builds db.Model at run time; mypy cannot see it as a class.)
-"""The database schema: users, accounts, sessions, verification tokens and rate counters.
+"""The database schema: users, accounts, sessions, verification tokens, rate counters and the
+audit trail.
 
 Column names are plain so that a DBA can read and query the tables directly; times are
 ``timestamp with time zone`` in UTC. Tokens are never stored as given: sessions keep the
@@ -15,8 +16,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import (
+    JSON,
     BigInteger,
     Boolean,
+    CheckConstraint,
     DateTime,
     ForeignKey,
     Index,
@@ -27,6 +30,7 @@ from sqlalchemy import (
     UniqueConstraint,
     text,
 )
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
@@ -436,3 +440,55 @@ class RateLimitCounter(db.Model):
     window_start: Mapped[datetime] = mapped_column(UTCDateTime, primary_key=True)
     window_end: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
     count: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+
+
+#: A small JSON object; JSONB on PostgreSQL, so a DBA can query into it (``detail->>'reason'``).
+JSONDetail = JSON().with_variant(JSONB(), "postgresql")
+
+
+class AuthEvent(db.Model):
+    """One thing that happened to an account or a sign-in attempt (``webapp.auth.audit``).
+
+    Append-only: rows are inserted by the app and deleted only by retention (``flask auth
+    cleanup``). Never a token, code, password or hash of one; an address that is no user
+    only as a keyed hash.
+    """
+
+    __tablename__ = "auth_events"
+    __table_args__ = (
+        Index("ix_auth_events_user_id_occurred_at", "user_id", "occurred_at"),
+        Index("ix_auth_events_occurred_at", "occurred_at"),
+        Index("ix_auth_events_type_occurred_at", "type", "occurred_at"),
+        CheckConstraint("outcome IN ('success', 'failure')", name="outcome"),
+        {"comment": "Audit trail of sign-ins and account changes; append-only, no secrets."},
+    )
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True)
+    occurred_at: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False, comment="When (UTC)")
+    type: Mapped[str] = mapped_column(
+        String(32), nullable=False, comment="What happened, e.g. signin, session.revoked"
+    )
+    outcome: Mapped[str] = mapped_column(String(16), nullable=False, comment="success or failure")
+    error_code: Mapped[str | None] = mapped_column(
+        String(64), comment="Why it failed: an error code (docs/errors.md) or an audit code"
+    )
+    user_id: Mapped[int | None] = mapped_column(
+        BigInteger,
+        ForeignKey("users.id", ondelete="SET NULL"),
+        comment="The user it happened to; NULL: none known, or the user was deleted since",
+    )
+    subject_hash: Mapped[str | None] = mapped_column(
+        String(32),
+        comment="Keyed hash of the address or identifier tried, when no user is named",
+    )
+    provider: Mapped[str | None] = mapped_column(String(64), comment="Provider id")
+    ip: Mapped[str | None] = mapped_column(String(45), comment="Client address")
+    device: Mapped[str | None] = mapped_column(
+        String(128), comment="Browser and system from the user agent, e.g. Firefox on Linux"
+    )
+    request_id: Mapped[str | None] = mapped_column(
+        String(64), comment="The request's id, as in the logs and X-Request-ID"
+    )
+    detail: Mapped[dict[str, Any] | None] = mapped_column(
+        JSONDetail, comment="A few more facts (a session id, a count, a reason); never a secret"
+    )

@@ -268,6 +268,20 @@ class Settings:
     email_outbox: str = "instance/outbox"
     #: A CA bundle to trust for the SMTP server's certificate (a private CA); default: system.
     email_ca_file: str | None = None
+    #: How long the audit trail keeps an event; ``flask auth cleanup`` deletes older ones.
+    audit_retention: timedelta = timedelta(days=180)
+    #: A sign-in from a device (browser, system, network) not seen signing in as the user
+    #: for this long is new: the "new device" notice (fixed).
+    new_device_window: timedelta = timedelta(days=90)
+    #: Security notices by e-mail, each on its own switch; on by default wherever mail can
+    #: be delivered (EMAIL_SERVER, or the development outbox). A sign-in from a new device:
+    notice_new_device: bool = True
+    #: A sign-in method (provider, password, passkey) added to or removed from the account:
+    notice_methods: bool = True
+    #: "Sign out everywhere else" ended other sessions:
+    notice_other_sessions: bool = True
+    #: The account was deleted (to the address it had):
+    notice_account_deleted: bool = True
 
     @property
     def is_development(self) -> bool:
@@ -449,6 +463,15 @@ def load_settings(
             "which browsers refuse for passkeys"
         )
 
+    # Notices go wherever mail can be delivered; one asked for where none can stops start-up.
+    can_mail = email_server is not None or development
+
+    def notice(name: str, field_name: str) -> bool:
+        wanted = _parse_bool(name, get(name, field_name))
+        if wanted and not can_mail:
+            raise ConfigError(f"{name} needs EMAIL_SERVER: outside development no mail is sent")
+        return can_mail if wanted is None else wanted
+
     pool_size = _parse_int("DB_POOL_SIZE", get("DB_POOL_SIZE"), Settings.db_pool_size, 1)
     max_overflow = _parse_int(
         "DB_MAX_OVERFLOW", get("DB_MAX_OVERFLOW"), Settings.db_max_overflow, 0
@@ -525,6 +548,13 @@ def load_settings(
         email_outbox=_opt_str(get("EMAIL_OUTBOX", "email_outbox"))
         or str(Path(instance_path).resolve() / "outbox"),
         email_ca_file=_opt_str(get("EMAIL_CA_FILE", "email_ca_file")),
+        audit_retention=_parse_days(
+            "AUDIT_RETENTION", get("AUDIT_RETENTION", "audit_retention"), Settings.audit_retention
+        ),
+        notice_new_device=notice("AUTH_NOTICE_NEW_DEVICE", "notice_new_device"),
+        notice_methods=notice("AUTH_NOTICE_METHODS", "notice_methods"),
+        notice_other_sessions=notice("AUTH_NOTICE_OTHER_SESSIONS", "notice_other_sessions"),
+        notice_account_deleted=notice("AUTH_NOTICE_ACCOUNT_DELETED", "notice_account_deleted"),
         db_pool_size=pool_size,
         db_max_overflow=max_overflow,
         db_pool_pre_ping=bool(_parse_bool("DB_POOL_PRE_PING", get("DB_POOL_PRE_PING"))),
@@ -778,6 +808,14 @@ def _parse_duration(name: str, value: Any, default: timedelta) -> timedelta:
             f"got {value!r}"
         )
     return timedelta(seconds=int(text))
+
+
+def _parse_days(name: str, value: Any, default: timedelta) -> timedelta:
+    """Parse a period given in whole days (``180``), at most about 100 years."""
+    days = _parse_int(name, value, default.days, 1)
+    if days * 86400 > _MAX_DURATION_SECONDS:
+        raise ConfigError(f"{name} must be at most {_MAX_DURATION_SECONDS // 86400} days")
+    return timedelta(days=days)
 
 
 def _parse_seconds(name: str, value: Any, default: float) -> float:

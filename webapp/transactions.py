@@ -6,7 +6,10 @@ hook) commits the request's transaction, then runs what the flows queued with
 the transaction before it answers, so a failed flow leaves nothing behind; a refusal whose
 writes must stand (a one-time code burnt by its last wrong try, a spent expired link) is
 raised with ``keep=True`` and committed by its handler instead. A flow whose outcome
-replaces the sign-in (a hook's redirect) discards with ``discard``.
+replaces the sign-in (a hook's redirect) discards with ``discard``. The record of a refusal
+(``auth.audit``) is queued with ``write_regardless``: written with the request's writes
+when they are committed, and on its own after they are discarded, so a failed request
+still leaves its failure on record.
 
 Outside this rule, each by design its own short transaction: the session read's rare
 UPDATE or DELETE (no BEGIN/COMMIT on the hot path, ``auth.sessions``), the rate limit
@@ -18,13 +21,18 @@ The ``flask auth`` commands are their own boundary and commit per batch.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from flask import Flask, g
+from sqlalchemy import Executable
 from sqlalchemy.exc import DBAPIError
 from werkzeug.wrappers import Response
 
+from webapp import logsafe
 from webapp.extensions import db
+
+log = logging.getLogger(__name__)
 
 #: Headers of a view's answer that an answer replacing it after a failed commit keeps: set
 #: before the commit by the hooks registered after it (webapp/ui/csp.py, the auth routes').
@@ -44,16 +52,41 @@ def on_commit(action: Callable[[], object]) -> None:
     g.setdefault("on_commit", []).append(action)
 
 
+def write_regardless(statement: Executable) -> None:
+    """Write ``statement`` when this request ends, whatever becomes of its other writes:
+    with them if they are committed, on its own if they are discarded."""
+    g.setdefault("regardless", []).append(statement)
+
+
 def discard() -> None:
-    """Roll back this request's writes and forget what was queued for after the commit."""
+    """Roll back this request's writes and forget what was queued for after the commit;
+    then write (and commit) what was queued with ``write_regardless``.
+
+    A database error on that last write is logged and goes no further: the answer that
+    follows a refusal matters more than the refusal's record.
+    """
     g.pop("on_commit", None)
     db.session.rollback()
+    if "regardless" not in g:
+        return
+    try:
+        _write_regardless()
+        db.session.commit()
+    except DBAPIError as exc:
+        db.session.rollback()
+        log.warning("a refusal was not recorded: %s", logsafe.encode(exc.orig))
 
 
 def commit() -> None:
     """Commit this request's writes, then run what was queued for after the commit."""
+    _write_regardless()
     db.session.commit()
     _run_queued()
+
+
+def _write_regardless() -> None:
+    for statement in g.pop("regardless", ()):
+        db.session.execute(statement)
 
 
 def _run_queued() -> None:
@@ -68,9 +101,10 @@ def init_app(app: Flask) -> None:
     def _commit(response: Response) -> Response:
         # A request that never used the ORM session (the hot session read) costs one check.
         wrote = db.session.registry.has() and db.session().in_transaction()
-        if not wrote and "on_commit" not in g:
+        if not wrote and "on_commit" not in g and "regardless" not in g:
             return response
         try:
+            _write_regardless()
             db.session.commit()
         except DBAPIError as exc:
             # The view's answer told of writes that are not stored: answer as the error's

@@ -3,6 +3,7 @@ signing out; then the same main flows with JavaScript off."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -10,7 +11,7 @@ from playwright.sync_api import expect
 
 from webapp.clock import utcnow
 from webapp.extensions import db
-from webapp.models import Account, User
+from webapp.models import Account, AuthEvent, User
 
 from .conftest import SCREENSHOTS, demo_signin
 
@@ -224,6 +225,43 @@ HEADER_ROWS = """() => {
   }
   return rows;
 }"""
+
+
+def test_show_more_activity_in_place_and_without_javascript(new_page, live_server):
+    page = new_page()
+    demo_signin(page, "ivy@example.com")  # three events: created, linked, signed in
+    with live_server.app.app_context():
+        user = db.session.execute(db.select(User.id).where(User.email == "ivy@example.com"))
+        ivy = user.scalar_one()
+        db.session.add_all(
+            AuthEvent(
+                occurred_at=utcnow() - timedelta(minutes=n),
+                type="signin",
+                outcome="success",
+                user_id=ivy,
+                provider="demo",
+                ip=f"192.0.2.{n}",
+                device="Firefox on Linux",
+            )
+            for n in range(1, 30)
+        )
+        db.session.commit()
+    page.goto("/account")
+    items = page.locator("#activity .activity__item")
+    expect(items).to_have_count(20)
+    page.locator("#activity").get_by_role("link", name="Show more").click()
+    # htmx put the next ones in the button's place: still the account page, nothing more.
+    expect(items).to_have_count(32)
+    expect(page.locator("#activity").get_by_role("link", name="Show more")).to_have_count(0)
+    assert page.url.endswith("/account")
+
+    plain = new_page(java_script_enabled=False)
+    demo_signin(plain, "ivy@example.com", javascript=False)
+    plain.goto("/account")
+    plain.locator("#activity").get_by_role("link", name="Show more").click()
+    plain.wait_for_url("**/account/activity?before=*")
+    expect(plain.get_by_role("heading", name="Recent activity")).to_be_visible()
+    expect(plain.locator(".activity__item")).to_have_count(13)  # 33 events, 20 shown before
 
 
 def _breaks_between_parts(locator: Any, text: str) -> list[int]:

@@ -25,6 +25,7 @@ PAGES = {
     "error": ("/auth/error?error=Verification", False),
     "home": ("/", True),
     "account": ("/account", True),
+    "activity": ("/account/activity", True),
     "signout": ("/auth/signout", True),
 }
 

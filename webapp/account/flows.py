@@ -10,15 +10,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import delete, select
 
-from webapp.account.devices import describe_device
-from webapp.auth import reauth
+from webapp.auth import audit, notices, reauth
+from webapp.auth.devices import describe_device
 from webapp.auth.errors import AccountError
+from webapp.auth.flows.passkey import PROVIDER_ID as PASSKEY_PROVIDER
 from webapp.auth.flows.provider_tokens import revoke_tokens
 from webapp.auth.passkeys import clean_name, unavailable_reason
-from webapp.auth.providers import providers
+from webapp.auth.providers import provider_name, providers
 from webapp.auth.sessions import AuthSession, end_current_session
 from webapp.clock import utcnow
 from webapp.database import execute_counting
@@ -125,16 +127,11 @@ class Overview:
     passkey_problem: str | None
 
 
-def _provider_name(provider_id: str) -> str:
-    provider = providers().get(provider_id)
-    return provider.name if provider is not None else provider_id
-
-
 def _method(account: Account, user: User) -> SignInMethod:
     return SignInMethod(
         account.id,
         account.provider,
-        _provider_name(account.provider),
+        provider_name(account.provider),
         account.type,
         account.created_at,
         follows_address=_follows_address(account, user),
@@ -245,6 +242,56 @@ def account_overview(*, user_id: int, session: AuthSession) -> Overview:
     )
 
 
+#: Entries the "Recent activity" card shows at first, and each "Show more" adds.
+ACTIVITY_PAGE = 20
+
+
+@dataclass(frozen=True)
+class ActivityEntry:
+    """One event of the user's, as "Recent activity" tells it (the wording is the
+    template's)."""
+
+    id: int
+    occurred_at: datetime
+    type: str
+    failed: bool
+    error_code: str | None
+    #: The provider's name, if the event names one.
+    provider: str | None
+    device: str | None
+    ip: str | None
+    detail: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Activity:
+    """A page of the user's activity, newest first."""
+
+    entries: list[ActivityEntry]
+    #: Where the next page starts (the ``before`` of ``/account/activity``); None: no more.
+    more: int | None
+
+
+def recent_activity(*, user_id: int, before: int | None = None) -> Activity:
+    """Return the user's latest events (those before event ``before``, for the next page)."""
+    rows = audit.for_user(user_id, before=before, limit=ACTIVITY_PAGE + 1)
+    entries = [
+        ActivityEntry(
+            id=row.id,
+            occurred_at=row.occurred_at,
+            type=row.type,
+            failed=row.outcome == audit.FAILURE,
+            error_code=row.error_code,
+            provider=provider_name(row.provider) if row.provider else None,
+            device=row.device,
+            ip=row.ip,
+            detail=dict(row.detail or {}),
+        )
+        for row in rows[:ACTIVITY_PAGE]
+    ]
+    return Activity(entries, entries[-1].id if len(rows) > ACTIVITY_PAGE else None)
+
+
 @dataclass(frozen=True)
 class ConfirmMethod:
     """One way the user can confirm it is them: a sign-in with a method they already have."""
@@ -320,11 +367,18 @@ def unlink_account(*, user_id: int, account_id: int, current: AuthSession) -> Si
     if not _leaves_a_method(user, accounts, _passkeys(user_id)):
         raise AccountError(
             LAST_METHOD,
-            f"{_provider_name(account.provider)} is your only way to sign in, so it cannot be "
+            f"{provider_name(account.provider)} is your only way to sign in, so it cannot be "
             "removed. Link another provider first.",
         )
     revoke_tokens(account, forget=False)
     db.session.delete(account)
+    audit.record(
+        audit.Event.ACCOUNT_UNLINKED,
+        user_id=user_id,
+        provider=account.provider,
+        detail={"account": account.id, "type": account.type},
+    )
+    notices.method_changed(user_id, provider=account.provider, added=False)
     return _method(account, user)
 
 
@@ -356,6 +410,13 @@ def remove_passkey(*, user_id: int, passkey_id: int, current: AuthSession) -> Pa
             "another passkey or link a provider first.",
         )
     db.session.delete(passkey)
+    audit.record(
+        audit.Event.PASSKEY_REMOVED,
+        user_id=user_id,
+        provider=PASSKEY_PROVIDER,
+        detail={"passkey": passkey.id, "name": passkey.name},
+    )
+    notices.method_changed(user_id, added=False)
     return _passkey_info(passkey)
 
 
@@ -370,12 +431,23 @@ def end_session(*, user_id: int, session_id: int, current: AuthSession) -> bool:
     """Sign out one of the user's sessions; return whether it was this browser's own."""
     if session_id == current.id:
         end_current_session()
+        audit.record(
+            audit.Event.SIGNOUT,
+            user_id=user_id,
+            provider=current.provider,
+            detail={"session": current.id},
+        )
         return True
     deleted = execute_counting(
         delete(Session).where(Session.id == session_id, Session.user_id == user_id)
     )
     if not deleted:
         raise AccountError(NOT_FOUND, "That session has already ended.")
+    audit.record(
+        audit.Event.SESSION_REVOKED,
+        user_id=user_id,
+        detail={"reason": audit.BY_USER, "session": session_id},
+    )
     return False
 
 
@@ -385,9 +457,17 @@ def end_other_sessions(*, user_id: int, current: AuthSession) -> int:
     Needs a recent sign-in: a thief's old cookie must not sign the owner out everywhere.
     """
     require_recent(current)
-    return execute_counting(
+    ended = execute_counting(
         delete(Session).where(Session.user_id == user_id, Session.id != current.id)
     )
+    if ended:
+        audit.record(
+            audit.Event.SESSION_REVOKED,
+            user_id=user_id,
+            detail={"reason": audit.OTHERS, "sessions": ended},
+        )
+        notices.others_signed_out(user_id, count=ended)
+    return ended
 
 
 def delete_account(*, user_id: int, current: AuthSession, confirmation: str) -> None:
@@ -405,10 +485,11 @@ def delete_account(*, user_id: int, current: AuthSession, confirmation: str) -> 
         raise AccountError(NOT_FOUND, "This account no longer exists.")
     for account in _accounts(user_id):
         revoke_tokens(account, forget=False)
-    end_current_session()
+    notices.account_deleted(user)
+    this_one = end_current_session()
     # Explicit deletes rather than relying on ON DELETE CASCADE: the outcome must not
     # depend on a connection's foreign-key setting (SQLite's is per connection).
-    db.session.execute(delete(Session).where(Session.user_id == user_id))
+    sessions = execute_counting(delete(Session).where(Session.user_id == user_id))
     db.session.execute(delete(Account).where(Account.user_id == user_id))
     for factor in (Authenticator, TotpAuthenticator, RecoveryCode):
         db.session.execute(delete(factor).where(factor.user_id == user_id))
@@ -417,6 +498,13 @@ def delete_account(*, user_id: int, current: AuthSession, confirmation: str) -> 
             delete(VerificationToken).where(VerificationToken.identifier == user.email)
         )
     db.session.execute(delete(User).where(User.id == user_id))
+    # The user's earlier events stay, naming nobody (ON DELETE SET NULL); this one names the
+    # address it had, by its keyed hash, for an operator who is asked about it.
+    audit.record(
+        audit.Event.ACCOUNT_DELETED,
+        subject=user.email,
+        detail={"sessions": sessions + (this_one is not None)},
+    )
 
 
 def require_recent(current: AuthSession) -> None:

@@ -101,7 +101,28 @@ def overview() -> str:
         view=view,
         notices=notices,
         two_factor=two_factor.status(current_user.id),
+        activity=flows.recent_activity(user_id=current_user.id),
     )
+
+
+@bp.get("/account/activity")
+@browser_session_required
+def activity() -> str:
+    """The "Show more" of "Recent activity": the next entries, for htmx to put in place of
+    the button; without JavaScript, a page of them with its own "Show more"."""
+    entries = flows.recent_activity(user_id=current_user.id, before=_before())
+    if _is_htmx():
+        return render_template("account/_activity_items.html", activity=entries)
+    return render_template("account/activity.html", activity=entries)
+
+
+def _before() -> int | None:
+    """The ``before`` parameter: an event id (a row id's range), else None (the start)."""
+    raw = request.args.get("before", "")
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 19):
+        return None
+    number = int(raw)
+    return number if 0 < number < 2**63 else None
 
 
 @bp.get("/account/confirm")

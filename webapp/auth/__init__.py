@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from flask import Flask
 
-from webapp.auth import bearer, chooser, errorpage, passkeys
+from webapp.auth import bearer, chooser, errorpage, notices, passkeys
 from webapp.auth.flows import email
 from webapp.auth.providers import build_providers
 from webapp.auth.views import bp
@@ -20,8 +20,10 @@ from webapp.ui.qr import qr_svg
 
 
 def init_app(app: Flask, conf: Settings) -> None:
-    """Build the configured providers, register the routes and the islands' page data."""
+    """Build the configured providers and the notices' mailer, register the routes and the
+    islands' page data."""
     app.extensions["webapp.providers"] = build_providers(conf)
+    notices.init_app(app, conf)
     bearer.init_app(app)
     app.register_blueprint(bp, url_prefix=conf.base_path or None)
     app.add_template_global(chooser.chooser_data)

@@ -176,6 +176,11 @@ def transport_from_settings(conf: Settings) -> Transport:
     )
 
 
+#: The message whose subject is ``EMAIL_SUBJECT``; every other message's subject is its own
+#: template, ``<name>.subject.txt`` (the security notices').
+SIGNIN_MESSAGE = "signin"
+
+
 class MessageTemplates:
     """Renders ``<name>.txt`` and ``<name>.html`` (HTML autoescaped) and the subject line."""
 
@@ -200,7 +205,10 @@ class MessageTemplates:
         """Return ``(subject, text, html)`` for template ``name``."""
         # Header injection is impossible anyway (EmailMessage refuses newlines); this keeps
         # a subject template that spans lines readable.
-        subject = " ".join(self.subject.render(context).split())
+        template = (
+            self.subject if name == SIGNIN_MESSAGE else self.env.get_template(f"{name}.subject.txt")
+        )
+        subject = " ".join(template.render(context).split())
         text = self.env.get_template(f"{name}.txt").render(context)
         html = self.env.get_template(f"{name}.html").render(context)
         return subject, text, html

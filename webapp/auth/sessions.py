@@ -26,10 +26,10 @@ from flask import g, request
 from flask_login import UserMixin
 from sqlalchemy import bindparam, delete, insert, or_, select, update
 
-from webapp.auth import cookies
+from webapp.auth import audit, cookies
 from webapp.caching import mark_personal
 from webapp.clock import iso_utc, utcnow
-from webapp.database import HotSelect, execute_counting, write_now
+from webapp.database import HotSelect, delete_in_batches, execute_counting, write_now
 from webapp.extensions import db
 from webapp.models import Session, User
 from webapp.settings import current_settings
@@ -121,9 +121,22 @@ def read_session(token: str) -> tuple[AuthSession | None, bool]:
         new_expires = min(now + conf.session_max_age, end)
         extended = new_expires != expires
         expires = new_expires
-        write_now(
+        moved = (
             update(Session).where(Session.id == row.id).values(expires=expires, last_active_at=now)
         )
+        if extended:
+            # The once-a-day extension and its record, in one transaction of their own.
+            write_now(
+                moved,
+                audit.event_row(
+                    audit.Event.SESSION_EXTENDED,
+                    user_id=row.user_id,
+                    provider=row.provider,
+                    detail={"session": row.id},
+                ),
+            )
+        else:
+            write_now(moved)
     user = AuthUser(id=row.user_id, name=row.name, email=row.email, image=row.image)
     session = AuthSession(
         row.id,
@@ -275,12 +288,18 @@ def _end_least_recently_used(user_id: int, *, keep: int, limit: int, now: dateti
         .order_by(Session.last_active_at.desc(), Session.id.desc())
         .limit(limit - 1)
     )
-    db.session.execute(
+    ended = execute_counting(
         delete(Session)
         .where(Session.user_id == user_id, Session.id != keep, Session.id.not_in(newest))
         # No ORM bookkeeping: nothing loaded is affected, and it would cost a statement.
         .execution_options(synchronize_session=False)
     )
+    if ended:
+        audit.record(
+            audit.Event.SESSION_REVOKED,
+            user_id=user_id,
+            detail={"reason": audit.LIMIT, "sessions": ended},
+        )
 
 
 @dataclass(frozen=True)
@@ -344,19 +363,22 @@ def end_provider_sessions(provider: str, *, sid: str | None, sub: str | None) ->
 def delete_expired(*, batch_size: int = 5000) -> int:
     """Delete expired sessions in batches (short transactions, no long locks); return count.
 
-    This also removes sessions past their absolute lifetime: ``expires`` is never set
-    beyond ``created_at + session_max_age_absolute``, so they are expired rows. (Rows
-    written before that setting was lowered wait for their own ``expires``, at most
-    ``session_max_age`` later; the read refuses them meanwhile.)
+    Each batch that deleted any is one ``session.revoked`` event (reason ``expired``) with
+    its count, in its transaction. This also removes sessions past their absolute lifetime:
+    ``expires`` is never set beyond ``created_at + session_max_age_absolute``, so they are
+    expired rows. (Rows written before that setting was lowered wait for their own
+    ``expires``, at most ``session_max_age`` later; the read refuses them meanwhile.)
     """
-    total = 0
-    while True:
-        ids = select(Session.id).where(Session.expires <= utcnow()).limit(batch_size)
-        deleted = execute_counting(delete(Session).where(Session.id.in_(ids.scalar_subquery())))
-        db.session.commit()
-        total += deleted
-        if deleted < batch_size:
-            return total
+
+    def counted(deleted: int) -> None:
+        if deleted:
+            audit.record(
+                audit.Event.SESSION_REVOKED, detail={"reason": audit.EXPIRED, "sessions": deleted}
+            )
+
+    return delete_in_batches(
+        Session.id, Session.expires <= utcnow(), batch_size=batch_size, each_batch=counted
+    )
 
 
 def session_json(session: AuthSession) -> dict[str, object]:

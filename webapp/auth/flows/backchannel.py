@@ -10,12 +10,14 @@ changes nothing. Sessions are rows, so the logout is effective on every instance
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from datetime import UTC, datetime
 
 from sqlalchemy import delete, insert
 from sqlalchemy.exc import IntegrityError
 
 from webapp import transactions
+from webapp.auth import audit
 from webapp.auth.hooks import provider_signed_out
 from webapp.auth.oauth.logout_token import InvalidLogoutToken, validate_logout_token
 from webapp.auth.providers import oauth_client
@@ -63,6 +65,13 @@ def backchannel_logout(provider_id: str, logout_token: str | None) -> int:
     except IntegrityError:
         raise InvalidLogoutToken(f"jti {encode(checked.jti)} was used before") from None
     ended = end_provider_sessions(provider_id, sid=checked.sid, sub=checked.sub)
+    for user_id, count in Counter(e.user_id for e in ended).items():
+        audit.record(
+            audit.Event.SESSION_REVOKED,
+            user_id=user_id,
+            provider=provider_id,
+            detail={"reason": audit.BACKCHANNEL, "sessions": count},
+        )
     log.info(
         "%s: back-channel logout ended %d session(s) (sid %s, sub %s)",
         provider_id,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 
-from webapp.auth import known_browsers, ratelimit
+from webapp.auth import audit, known_browsers, ratelimit
 from webapp.auth.addresses import InvalidAddress, normalize_email
 from webapp.auth.errors import AuthError
 from webapp.auth.flows.finish import finish_signin
@@ -40,10 +40,22 @@ def complete_credentials_signin(
     key = f"{provider_id}:{identifier.strip().lower()}"
     counted = ratelimit.admit_signin("credentials", identifier=key, address=client_address)
     if counted is None:
+        audit.record(
+            audit.Event.THROTTLED,
+            subject=identifier or None,
+            provider=provider_id,
+            error=audit.RATE_LIMITED,
+        )
         raise AuthError("CredentialsSignin", "rate limited")
 
     info = authorize(submitted)
     if info is None or not (info.subject or info.email):
+        audit.record(
+            audit.Event.SIGNIN,
+            subject=identifier or None,
+            provider=provider_id,
+            error="CredentialsSignin",
+        )
         raise AuthError("CredentialsSignin", "authorize hook rejected the attempt")
     info = dataclasses.replace(info, email=_address(info.email))
     # A right answer was no guess: it gives its count back, and this browser is known.

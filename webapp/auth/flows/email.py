@@ -26,13 +26,13 @@ from datetime import datetime
 from sqlalchemy import Row, delete, insert, select, update
 
 from webapp import logsafe
-from webapp.auth import cookies, known_browsers, ratelimit, urls
+from webapp.auth import audit, cookies, known_browsers, ratelimit, urls
 from webapp.auth.addresses import InvalidAddress, normalize_email
 from webapp.auth.errors import AuthError
 from webapp.auth.flows.finish import finish_signin
 from webapp.auth.flows.linking import resolve_user
 from webapp.auth.hooks import UserInfo
-from webapp.auth.mail import DeliveryError, Mailer
+from webapp.auth.mail import SIGNIN_MESSAGE, DeliveryError, Mailer
 from webapp.auth.redirects import safe_callback_url
 from webapp.clock import utcnow
 from webapp.extensions import db
@@ -74,11 +74,15 @@ def start_email_signin(
     try:
         address = normalize_email(email)
     except InvalidAddress as exc:
+        audit.record(audit.Event.EMAIL_REQUESTED, provider=provider_id, error="EmailSignin")
         raise AuthError("EmailSignin", f"invalid address: {exc}") from None
     answer = urls.auth_url("verify-request", provider=provider_id, type="email")
     if _throttled(address, ip):
         # Behind a trusted proxy the address comes from X-Forwarded-For: client text.
         log.info("e-mail sign-in throttled (ip %s); nothing sent", logsafe.encode(ip))
+        audit.record(
+            audit.Event.THROTTLED, subject=address, provider=provider_id, error=audit.RATE_LIMITED
+        )
         return answer
 
     conf = current_settings()
@@ -105,21 +109,25 @@ def start_email_signin(
     try:
         mailer.send(
             to=address,
-            template="signin",
+            template=SIGNIN_MESSAGE,
             context=_message_context(email=address, url=link, code=code, expires=expires),
         )
     except DeliveryError as exc:
+        audit.record(
+            audit.Event.EMAIL_REQUESTED, subject=address, provider=provider_id, error="EmailSignin"
+        )
         raise AuthError("EmailSignin", f"delivery failed: {exc}") from exc
+    audit.record(audit.Event.EMAIL_REQUESTED, subject=address, provider=provider_id)
     cookies.set_cookie(browser_cookie_name(), browser, expires=expires, path=_browser_cookie_path())
     return answer
 
 
-def check_email_link(*, email: str, token: str) -> str:
+def check_email_link(*, provider_id: str, email: str, token: str) -> str:
     """Return the link's normalised address if it would sign in now; spend nothing.
 
     For the confirmation page a GET or HEAD on the link shows. Raises ``Verification``.
     """
-    address = _link_address(email, token)
+    address = _link_address(provider_id, email, token)
     found = db.session.execute(
         select(VerificationToken.id).where(
             VerificationToken.identifier == address,
@@ -128,6 +136,7 @@ def check_email_link(*, email: str, token: str) -> str:
         )
     ).first()
     if found is None:
+        _refused(provider_id, address)
         raise AuthError("Verification", "link unknown, used or expired (shown, not spent)")
     return address
 
@@ -139,7 +148,7 @@ def complete_email_link(
 
     Raises ``Verification`` when the link is unknown, used, expired or tampered with.
     """
-    address = _link_address(email, token)
+    address = _link_address(provider_id, email, token)
     spent = db.session.execute(
         delete(VerificationToken)
         .where(
@@ -149,8 +158,9 @@ def complete_email_link(
         .returning(VerificationToken.expires, VerificationToken.callback_url)
     ).first()
     if spent is None:
+        _refused(provider_id, address)
         raise AuthError("Verification", "link unknown or already used")
-    return _sign_in(provider_id, address, spent, callback_url)
+    return _sign_in(provider_id, address, spent, callback_url, by="link")
 
 
 def complete_email_code(
@@ -162,6 +172,7 @@ def complete_email_code(
     request and raises ``Verification``, as does a browser that made no (live) request.
     """
     if not browser or len(browser) > MAX_TOKEN_LENGTH:
+        _refused(provider_id)
         raise AuthError("Verification", "code submitted without the requesting browser's cookie")
     conf = current_settings()
     max_attempts = conf.email_code_max_attempts
@@ -187,6 +198,7 @@ def complete_email_code(
         )
     ).first()
     if row is None:
+        _refused(provider_id)
         raise AuthError("Verification", "no live e-mail sign-in request for this browser")
 
     if any(
@@ -197,13 +209,27 @@ def complete_email_code(
             .where(VerificationToken.id == row.id)
             .returning(VerificationToken.expires, VerificationToken.callback_url)
         ).one()
-        return _sign_in(provider_id, row.identifier, spent, callback_url)
+        return _sign_in(provider_id, row.identifier, spent, callback_url, by="code")
 
     tries_left = max_attempts - row.attempts
     if tries_left <= 0:
         db.session.execute(delete(VerificationToken).where(VerificationToken.id == row.id))
+        audit.record(
+            audit.Event.CODE_LOCKOUT,
+            subject=row.identifier,
+            provider=provider_id,
+            error="Verification",
+            detail={"code": "email"},
+        )
         # The burn must stand although the request fails.
         raise AuthError("Verification", "one-time code burnt after too many wrong tries", keep=True)
+    audit.record(
+        audit.Event.CODE_FAILED,
+        subject=row.identifier,
+        provider=provider_id,
+        error=audit.WRONG_CODE,
+        detail={"code": "email", "tries_left": tries_left},
+    )
     return CodeRejected(tries_left=tries_left)  # a 400 page; the counted try is committed
 
 
@@ -218,13 +244,20 @@ def _browser_cookie_path() -> str:
 
 
 def _sign_in(
-    provider_id: str, address: str, spent: Row[datetime, str | None], callback_url: str | None
+    provider_id: str,
+    address: str,
+    spent: Row[datetime, str | None],
+    callback_url: str | None,
+    *,
+    by: str,
 ) -> str:
-    """Sign ``address`` in once ``spent`` (expires, callback_url) was deleted in this transaction.
+    """Sign ``address`` in once ``spent`` (expires, callback_url) was deleted in this transaction
+    (``by`` its ``link`` or its ``code``).
 
     The URL stored with the request wins over the one the link carries (both are safe).
     """
     if spent.expires <= utcnow():
+        _refused(provider_id, address)
         # The expired row goes (keep): it was presented, it is useless.
         raise AuthError("Verification", "link or code expired", keep=True)
     resolved = resolve_user(
@@ -237,6 +270,12 @@ def _sign_in(
         allow_email_linking=True,
         create_error="EmailCreateAccount",
     )
+    audit.record(
+        audit.Event.EMAIL_CONFIRMED,
+        user_id=resolved.user.id,
+        provider=provider_id,
+        detail={"by": by},
+    )
     cookies.clear_cookie(browser_cookie_name(), path=_browser_cookie_path())
     known_browsers.remember(ratelimit.identifier_hash(address))
     return finish_signin(
@@ -248,13 +287,23 @@ def _sign_in(
     )
 
 
-def _link_address(email: str, token: str) -> str:
+def _link_address(provider_id: str, email: str, token: str) -> str:
     if not token or len(token) > MAX_TOKEN_LENGTH:
+        _refused(provider_id)
         raise AuthError("Verification", "link without a usable token")
     try:
         return normalize_email(email)
     except InvalidAddress as exc:
+        _refused(provider_id)
         raise AuthError("Verification", f"link with an invalid address: {exc}") from None
+
+
+def _refused(provider_id: str, address: str | None = None) -> None:
+    """Record a link or code that does not sign in (``Verification``), naming the address
+    when it is known (a link names one; a code, only its request)."""
+    audit.record(
+        audit.Event.EMAIL_REFUSED, subject=address, provider=provider_id, error="Verification"
+    )
 
 
 def _throttled(address: str, ip: str | None) -> bool:

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from webapp import transactions
-from webapp.auth import pending_signin, urls
+from webapp.auth import audit, notices, pending_signin, urls
 from webapp.auth.errors import AuthError
 from webapp.auth.hooks import current_hooks, signed_in
 from webapp.auth.pending_signin import Signin
@@ -76,12 +76,25 @@ def start_session(signin: Signin) -> str:
     (no fixation). ``signed_in`` is sent once the session is committed.
     """
     pending_signin.drop()
-    end_current_session()
+    replaced = end_current_session()
     session: AuthSession = create_session(
         signin.user_id,
         provider=signin.provider,
         amr=signin.amr,
         provider_session=signin.provider_session,
+    )
+    notices.after_signin(signin.user_id, provider=signin.provider, new_user=signin.is_new_user)
+    audit.record(
+        audit.Event.SIGNIN,
+        user_id=signin.user_id,
+        provider=signin.provider,
+        detail={
+            "session": session.id,
+            "amr": " ".join(signin.amr),
+            "new_user": signin.is_new_user,
+            # The session this browser had before, ended by this sign-in (no fixation).
+            "replaced": replaced.id if replaced else None,
+        },
     )
     transactions.on_commit(
         lambda: signed_in.send(

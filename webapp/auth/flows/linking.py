@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
+from webapp.auth import audit, notices
 from webapp.auth.addresses import address_or_none
 from webapp.auth.errors import AuthError
 from webapp.auth.hooks import UserInfo, account_linked, user_created
@@ -69,7 +70,7 @@ def resolve_user(
     for attempt in range(2):
         try:
             with db.session.begin_nested():
-                return _resolve_once(
+                resolved = _resolve_once(
                     provider=provider,
                     provider_type=provider_type,
                     subject=subject,
@@ -82,6 +83,12 @@ def resolve_user(
             # Someone else created the user or account in the meantime: look again once.
             if attempt == 1:
                 raise AuthError(create_error, f"integrity error creating user: {exc.orig}") from exc
+        else:
+            if resolved.is_new_account and not resolved.is_new_user and provider_type != "email":
+                # A new way into an existing account. (E-mail sign-in follows from the
+                # address the message went to: no news to its owner.)
+                notices.method_changed(resolved.user.id, provider=provider, added=True)
+            return resolved
     raise AssertionError("unreachable")
 
 
@@ -142,6 +149,7 @@ def _resolve_once(
     db.session.flush()
     if verified and email:
         _withdraw_unverified_claims(email, owner=user)
+    audit.record(audit.Event.ACCOUNT_CREATED, user_id=user.id, provider=provider)
     user_created.send(user=user)
     return _link(user, provider, provider_type, subject, tokens, is_new_user=True)
 
@@ -186,6 +194,12 @@ def _link(
     _update_tokens(account, tokens)
     db.session.add(account)
     db.session.flush()
+    audit.record(
+        audit.Event.ACCOUNT_LINKED,
+        user_id=user.id,
+        provider=provider,
+        detail={"account": account.id, "type": provider_type},
+    )
     account_linked.send(user=user, account=account)
     return Resolved(user, account, is_new_user=is_new_user, is_new_account=True)
 

@@ -19,7 +19,7 @@ from typing import Any
 from flask import url_for
 from sqlalchemy import select
 
-from webapp.auth import pending_signin, reauth, urls
+from webapp.auth import audit, notices, pending_signin, reauth, urls
 from webapp.auth.aaguids import provider_name
 from webapp.auth.errors import AccountError, AuthError
 from webapp.auth.flows.finish import finish_signin
@@ -197,20 +197,27 @@ def complete_registration(*, data: str, name: str) -> str:
     ).first()
     if taken is not None:
         raise AccountError("PasskeyNotAdded", "This passkey is registered already.")
-    db.session.add(
-        Authenticator(
-            user_id=session.user.id,
-            credential_id=new.credential_id,
-            public_key=new.public_key,
-            sign_count=new.sign_count,
-            transports=new.transports,
-            backed_up=new.backed_up,
-            device_type=new.device_type,
-            aaguid=new.aaguid,
-            name=chosen or provider_name(new.aaguid) or DEFAULT_NAME,
-            created_at=utcnow(),
-        )
+    passkey = Authenticator(
+        user_id=session.user.id,
+        credential_id=new.credential_id,
+        public_key=new.public_key,
+        sign_count=new.sign_count,
+        transports=new.transports,
+        backed_up=new.backed_up,
+        device_type=new.device_type,
+        aaguid=new.aaguid,
+        name=chosen or provider_name(new.aaguid) or DEFAULT_NAME,
+        created_at=utcnow(),
     )
+    db.session.add(passkey)
+    db.session.flush()
+    audit.record(
+        audit.Event.PASSKEY_ADDED,
+        user_id=session.user.id,
+        provider=PROVIDER_ID,
+        detail={"passkey": passkey.id, "name": passkey.name},
+    )
+    notices.method_changed(session.user.id, added=True)
     return urls.origin() + url_for("account.overview", _anchor="passkeys")
 
 

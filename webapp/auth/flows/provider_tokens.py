@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session as OrmSession
 from sqlalchemy.orm.attributes import flag_modified
 
 from webapp import logsafe
+from webapp.auth import audit
 from webapp.auth.errors import AccountError
 from webapp.auth.flows.linking import account_columns
 from webapp.auth.hooks import revocation_failed
@@ -158,6 +159,14 @@ def _refresh_once(client: OAuthClient, user_id: int, provider_id: str) -> Provid
         except GrantRefused as exc:
             refused = exc
             _forget_tokens(account)  # dead: committed, so no one tries them again
+            session.execute(
+                audit.event_row(
+                    audit.Event.TOKEN_REFRESHED,
+                    user_id=user_id,
+                    provider=provider_id,
+                    error="RefreshAccessTokenError",
+                )
+            )
         except ProviderUnavailable as exc:
             log.warning(
                 "refreshing %s token of user %s: %s", provider_id, user_id, logsafe.encode(exc)
@@ -166,6 +175,9 @@ def _refresh_once(client: OAuthClient, user_id: int, provider_id: str) -> Provid
         else:
             for name, value in account_columns(answer).items():
                 setattr(account, name, value)
+            session.execute(
+                audit.event_row(audit.Event.TOKEN_REFRESHED, user_id=user_id, provider=provider_id)
+            )
             log.info("refreshed %s token of user %s", provider_id, user_id)
             return _handed_out(account, provider_id)
     log.warning(
@@ -213,23 +225,32 @@ def revoke_tokens(account: Account, *, forget: bool) -> bool:
     )
     confirmed = token is None
     if token is not None:
-        confirmed = _revoke(account, token, hint)
+        failure = _revoke(account, token, hint)
+        confirmed = failure is None
+        audit.record(
+            audit.Event.TOKEN_REVOKED,
+            user_id=account.user_id,
+            provider=account.provider,
+            error=failure,
+            detail={"account": account.id, "kind": hint},
+        )
     if forget:
         _forget_tokens(account)
     return confirmed
 
 
-def _revoke(account: Account, token: str, hint: str) -> bool:
+def _revoke(account: Account, token: str, hint: str) -> str | None:
+    """Revoke ``token`` at the account's provider; return None, or the trail's failure code."""
     client = oauth_client(account.provider)
     problem = "the provider is no longer configured"
     if client is not None:
         try:
             if not client.can_revoke():
                 log.info("%s has no revocation endpoint; tokens not revoked", account.provider)
-                return False
+                return audit.REVOCATION_UNSUPPORTED
             client.revoke(token, hint)
             log.info("revoked %s %s of user %s", account.provider, hint, account.user_id)
-            return True
+            return None
         except ProviderUnavailable as exc:
             problem = str(exc)
     log.warning(
@@ -242,4 +263,4 @@ def _revoke(account: Account, token: str, hint: str) -> bool:
     revocation_failed.send(
         user_id=account.user_id, provider=account.provider, account_id=account.id, reason=problem
     )
-    return False
+    return audit.REVOCATION_FAILED

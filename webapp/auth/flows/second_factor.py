@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from flask import request
 from sqlalchemy import select
 
-from webapp.auth import pending_signin, ratelimit, second_factor
+from webapp.auth import audit, pending_signin, ratelimit, second_factor
 from webapp.auth.errors import AuthError
 from webapp.auth.flows.finish import start_session
 from webapp.auth.pending_signin import Signin
@@ -122,10 +122,22 @@ def _check(user_id: int, code: str, *, recovery: bool) -> str:
         ]
     )
     if counted is None:
+        audit.record(
+            audit.Event.CODE_LOCKOUT,
+            user_id=user_id,
+            error="SecondFactorThrottled",
+            detail={"code": "second-factor"},
+        )
         raise TooManyCodes()
     _require_user(user_id)
     factor = second_factor.check_code(user_id, code[:64], recovery=recovery)
     if factor is None:
+        audit.record(
+            audit.Event.CODE_FAILED,
+            user_id=user_id,
+            error=audit.WRONG_CODE,
+            detail={"code": "second-factor"},
+        )
         raise WrongCode()
     ratelimit.release(counted, with_request=True)
     return factor

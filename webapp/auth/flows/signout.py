@@ -18,7 +18,7 @@ from flask import request
 from sqlalchemy import select
 
 from webapp import transactions
-from webapp.auth import cookies, sealed_cookies
+from webapp.auth import audit, cookies, sealed_cookies
 from webapp.auth.flows.provider_tokens import revoke_tokens
 from webapp.auth.hooks import signed_out
 from webapp.auth.oauth.client import OAuthClient
@@ -47,6 +47,12 @@ def sign_out(*, callback_url: str | None) -> str:
     destination = resolve_redirect(callback_url)
     if ended is None:
         return destination
+    audit.record(
+        audit.Event.SIGNOUT,
+        user_id=ended.user_id,
+        provider=ended.provider,
+        detail={"session": ended.id},
+    )
     transactions.on_commit(lambda: signed_out.send(user_id=ended.user_id, session_id=ended.id))
     client = oauth_client(ended.provider) if ended.provider else None
     if client is None:

@@ -79,3 +79,9 @@ def providers() -> dict[str, Provider]:
     """Return the running application's providers, keyed by id."""
     built: dict[str, Provider] = current_app.extensions["webapp.providers"]
     return built
+
+
+def provider_name(provider_id: str) -> str:
+    """The name people see for ``provider_id`` (the id itself if it is no longer configured)."""
+    provider = providers().get(provider_id)
+    return provider.name if provider is not None else provider_id

@@ -56,7 +56,9 @@ class EmailProvider(Provider):
         if method != "POST":
             # GET or HEAD, probably a mail scanner: show, never spend.
             token = str(args.get("token", ""))
-            email = check_email_link(email=str(args.get("email", "")), token=token)
+            email = check_email_link(
+                provider_id=self.id, email=str(args.get("email", "")), token=token
+            )
             return Page(
                 "auth/email_confirm.html",
                 {

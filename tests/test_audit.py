@@ -1,0 +1,655 @@
+"""The audit trail (docs/audit.md): every event type, no secret in it, the same transaction
+as the change, a refusal kept through a rollback, retention, the DBA's view, "Recent
+activity" on the account page and ``flask auth events``."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import secrets
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from flask import Flask
+from flask.testing import FlaskClient
+from freezegun import freeze_time
+from joserfc import jwt
+
+from webapp.auth.audit import Event, subject_hash
+from webapp.database import driver_statement
+from webapp.extensions import db
+from webapp.models import Session, User
+from webapp.settings import ConfigError, current_settings, load_settings
+
+from .audit_support import (
+    CHROME_MAC,
+    FIREFOX,
+    HTMX,
+    PASSWORDS,
+    WRONG_PASSWORD,
+    csrf_post,
+    events,
+    sign_in,
+    types,
+    user_id,
+)
+from .conftest import TEST_SECRET, SqlCounter
+from .fixtures_smtp import CODE_RE, EmailActions, Mailbox, link_of
+from .helpers import demo_sign_in, enrol_authenticator, row_count, submit_second_factor
+from .oauth_support import Browser, FakeIdP, FakeRequest, fake_idp
+from .test_passkeys import Passkeys
+
+#: Addresses that name no user: the trail keeps them only as keyed hashes.
+STRANGER = "stranger@example.com"
+GUESSED = "mallory@example.com"
+BACKCHANNEL_EVENT = "http://schemas.openid.net/event/backchannel-logout"
+
+
+def table_dump(app: Flask) -> str:
+    """Every row of the trail and of its view, as stored."""
+    with app.app_context(), db.engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT * FROM auth_events")).all()
+        view = conn.execute(sa.text("SELECT * FROM auth_events_readable")).all()
+    return repr(rows) + repr(view)
+
+
+# -- every event, and no secret ---------------------------------------------------------
+
+
+class Secrets:
+    """Every secret the scenario uses, in each form it might leak in."""
+
+    def __init__(self, app: Flask) -> None:
+        self.app = app
+        self.found: dict[str, str] = {"AUTH_SECRET": TEST_SECRET}
+
+    def add(self, label: str, value: str | None) -> None:
+        if value:
+            self.found[label] = value
+            self.found[f"{label} (SHA-256)"] = hashlib.sha256(value.encode()).hexdigest()
+
+    def add_keyed(self, label: str, purpose: str, value: str) -> None:
+        """The secret and its keyed hash, as verification_tokens holds it."""
+        self.add(label, value)
+        with self.app.app_context():
+            key = current_settings().derive_key(purpose)
+        self.found[f"{label} (HMAC)"] = hmac.new(key, value.encode(), "sha256").hexdigest()
+
+    def cookies(self, label: str, client: FlaskClient) -> None:
+        for name in ("auth.session-token", "auth.csrf-token", "auth.email-browser"):
+            for path in ("/", "/auth"):
+                cookie = client.get_cookie(name, path=path)
+                if cookie is not None:
+                    self.add(f"{label} {name}", cookie.value)
+
+
+class Provider:
+    """The FakeIdP with refresh tokens that are due at once, a refresh grant, a revocation
+    endpoint and the ``sid`` of each sign-in; it remembers every token it gave."""
+
+    def __init__(self, fake: FakeIdP) -> None:
+        self.fake = fake
+        self.given: list[str] = []
+        fake.discovery["revocation_endpoint"] = fake.issuer + "/revoke"
+        fake.routes["/revoke"] = lambda request: (200, {}, {})
+        fake.routes["/token"] = self._token
+        fake.claims = {"sid": "sid-1"}
+
+    def _token(self, request: FakeRequest) -> tuple[int, dict[str, str], Any]:
+        if request.form.get("grant_type") == "refresh_token":
+            body: dict[str, Any] = {
+                "access_token": "at-" + secrets.token_urlsafe(12),
+                "refresh_token": "rt-" + secrets.token_urlsafe(12),
+                "token_type": "Bearer",
+                "expires_in": 3600,
+            }
+            status, headers = 200, {}
+        else:
+            # Expiring within the refresh margin: the first ask refreshes it.
+            self.fake.token_extra = {
+                "refresh_token": "rt-" + secrets.token_urlsafe(12),
+                "expires_in": 30,
+            }
+            status, headers, body = FakeIdP._token(self.fake, request)
+        self.given += [str(v) for k, v in body.items() if k.endswith("token")]
+        return status, headers, body
+
+    def logout_token(self, sid: str) -> str:
+        now = int(time.time())
+        claims = {
+            "iss": self.fake.issuer,
+            "aud": self.fake.client_id,
+            "iat": now,
+            "exp": now + 120,
+            "jti": secrets.token_urlsafe(16),
+            "events": {BACKCHANNEL_EVENT: {}},
+            "sid": sid,
+        }
+        header = {"alg": "RS256", "kid": self.fake.sign_key.kid, "typ": "logout+jwt"}
+        token = jwt.encode(header, claims, self.fake.sign_key, algorithms=["RS256"])
+        self.given.append(token)
+        return token
+
+
+@pytest.fixture
+def provider() -> Iterator[Provider]:
+    with fake_idp() as fake:
+        yield Provider(fake)
+
+
+def test_every_event_type_is_recorded_and_the_table_holds_no_secret(
+    password_app: Callable[..., Flask], provider: Provider, mailbox: Mailbox
+) -> None:
+    app = password_app(
+        [provider.fake.provider_config(backchannel_logout=True)],
+        EMAIL_SERVER=mailbox.url(),
+        AUTH_CREDENTIALS_IDENTIFIER_IP_LIMIT="2/15m",
+        AUTH_SECOND_FACTOR_LIMIT="2/15m",
+        AUTH_MAX_SESSIONS_PER_USER="2",
+    )
+    runner = app.test_cli_runner()
+    found = Secrets(app)
+    for email, password in PASSWORDS.items():
+        found.add(f"{email}'s password", password)
+    found.add("a wrong password", WRONG_PASSWORD)
+    found.found.update({"an address of no user": STRANGER, "an identifier tried": GUESSED})
+
+    # Credentials: a wrong password, a new user, an identifier guessed until throttled.
+    ann = app.test_client()
+    assert "error=CredentialsSignin" in sign_in(ann, "ann@example.com", WRONG_PASSWORD).location
+    assert sign_in(ann, "ann@example.com").status_code == 302
+    guesser = app.test_client()
+    for _ in range(3):
+        sign_in(guesser, GUESSED, WRONG_PASSWORD)
+
+    # A provider linked while signed in, its token refreshed.
+    browser = Browser(ann)
+    assert "error" not in browser.sign_in("fake").location
+    assert ann.get("/auth/token/fake").status_code == 200
+
+    # A passkey added and removed.
+    passkeys = Passkeys(ann)
+    assert passkeys.register(name="Ann's key").status_code == 200
+    with app.app_context():
+        [passkey_id] = db.session.scalars(sa.text("SELECT id FROM authenticators")).all()
+    csrf_post(ann, f"/account/passkeys/{passkey_id}/remove")
+
+    # Sessions: one ended by the person, the others by "sign out everywhere else", one by
+    # the provider (back-channel), the least recently used beyond the cap, by the operator.
+    other = app.test_client()
+    sign_in(other, "ann@example.com")
+    with app.app_context():
+        other_id = db.session.scalar(sa.select(sa.func.max(Session.id)))
+    csrf_post(ann, f"/account/sessions/{other_id}/end")
+    sign_in(app.test_client(), "ann@example.com")
+    csrf_post(ann, "/account/sessions/end-others")
+    provider.fake.claims = {"sid": "sid-2"}
+    Browser(app.test_client()).sign_in("fake")
+    answer = app.test_client().post(
+        "/auth/backchannel-logout/fake", data={"logout_token": provider.logout_token("sid-2")}
+    )
+    assert answer.status_code == 200
+    bobs = [app.test_client() for _ in range(3)]
+    for client in bobs:
+        sign_in(client, "bob@example.com")
+    assert runner.invoke(args=["auth", "revoke", "--user", "bob@example.com"]).exit_code == 0
+    for client in bobs:
+        found.cookies("bob's browser", client)
+
+    # E-mail: a link to a stranger, one used, used again; a code guessed until burnt.
+    mail = EmailActions(app.test_client())
+    mail.request_link(STRANGER)
+    found.add_keyed("the stranger's link token", "email-token", token_of(link_of(mailbox.last())))
+    mail.request_link("ann@example.com")
+    link = link_of(mailbox.last())
+    found.add_keyed("a link token", "email-token", token_of(link))
+    found.add_keyed("its code", "email-code", code_of(mailbox))
+    assert mail.post_link(link).status_code == 302
+    assert "error=Verification" in mail.post_link(link).location
+    mail.request_link("ann@example.com")
+    code = code_of(mailbox)
+    found.add_keyed("a code", "email-code", code)
+    found.add(f"the code {code[:4]}-{code[4:]}", f"{code[:4]}-{code[4:]}")
+    found.cookies("the e-mail browser", mail.client)
+    for _ in range(5):
+        mail.enter_code("ZZZZZZZZ")
+    mail.client.post("/auth/signout", data={"csrfToken": mail.csrf()})
+
+    # Two-step verification: wrong codes until the throttle.
+    key, recovery = enrol_authenticator(ann)
+    found.add("the TOTP key", key)
+    for index, spare in enumerate(recovery):
+        found.add(f"recovery code {index}", spare)
+    pending = app.test_client()
+    sign_in(pending, "ann@example.com")
+    for _ in range(3):
+        submit_second_factor(pending, "000000")
+
+    # Unlinked (its tokens revoked at the provider), deleted; a session extended, expired.
+    with app.app_context():
+        fake_account = db.session.scalar(sa.text("SELECT id FROM accounts WHERE provider='fake'"))
+    csrf_post(ann, f"/account/accounts/{fake_account}/unlink")
+    found.cookies("ann's browser", ann)
+    found.cookies("the guesser", guesser)
+    assert csrf_post(ann, "/account/delete", confirm="DELETE").status_code == 303
+    stale = app.test_client()
+    sign_in(stale, "bob@example.com")
+    found.cookies("a stale browser", stale)
+    with freeze_time(datetime.now(UTC) + timedelta(days=2)):
+        assert stale.get("/auth/session").json is not None
+    with freeze_time(datetime.now(UTC) + timedelta(days=40)):
+        assert runner.invoke(args=["auth", "cleanup"]).exit_code == 0
+
+    for index, token in enumerate(provider.given):
+        found.add(f"provider token {index}", token)
+
+    assert set(types(app)) == set(Event), set(Event) - set(types(app))
+    dump = table_dump(app)
+    leaked = {label for label, value in found.found.items() if value in dump}
+    assert leaked == set(), leaked
+
+
+def token_of(link: str) -> str:
+    match = re.search(r"[?&]token=([^&]+)", link)
+    assert match
+    return match[1]
+
+
+def code_of(mailbox: Mailbox) -> str:
+    body = mailbox.last().get_body(preferencelist=("plain",))
+    assert body is not None
+    match = CODE_RE.search(str(body.get_content()))
+    assert match
+    return match[1].replace("-", "")
+
+
+# -- what each write costs, and the transaction it is in ----------------------------------
+
+
+@contextmanager
+def counting(app: Flask) -> Iterator[SqlCounter]:
+    """Record every statement ``app``'s engine runs meanwhile (conftest's ``count_sql`` is
+    the ``app`` fixture's)."""
+    counter = SqlCounter()
+    with app.app_context():
+        engine = db.engine
+    sa.event.listen(engine, "before_cursor_execute", counter)
+    driver_statement.connect(counter.driver_statement)
+    try:
+        yield counter
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", counter)
+        driver_statement.disconnect(counter.driver_statement)
+
+
+def test_a_refused_sign_in_is_one_insert(password_app: Callable[..., Flask]) -> None:
+    app = password_app()
+    client = app.test_client()
+    csrf = client.get("/auth/csrf").json["csrfToken"]
+    form = {"csrfToken": csrf, "email": GUESSED, "password": WRONG_PASSWORD}
+    with counting(app) as sql:
+        answer = client.post("/auth/callback/password", data=form)
+    assert "error=CredentialsSignin" in answer.location
+    writes = [w for w in _writes(sql) if "rate_limit_counters" not in w]
+    assert len(writes) == 1 and writes[0].startswith("INSERT INTO auth_events"), writes
+    [event] = events(app)
+    assert (event.type, event.outcome, event.error_code) == (
+        "signin",
+        "failure",
+        "CredentialsSignin",
+    )
+    assert (event.user_id, event.subject_hash) == (None, _hash(app, GUESSED))
+
+
+def _writes(sql: SqlCounter) -> list[str]:
+    return [" ".join(w.split()) for w in sql.writes]
+
+
+def _hash(app: Flask, identifier: str) -> str:
+    with app.app_context():
+        return subject_hash(identifier)
+
+
+def test_a_failure_stays_on_record_when_the_request_is_rolled_back(
+    password_app: Callable[..., Flask],
+) -> None:
+    """The sign-in hook refuses after the user and account were written: the error handler
+    discards them, and with them their events, but keeps the refusal."""
+    app = password_app()
+    app.extensions["webapp.hooks"].signin = lambda **_: False
+    answer = sign_in(app.test_client(), "ann@example.com")
+    assert "error=AccessDenied" in answer.location
+    assert row_count(app, User) == 0
+    [event] = events(app)
+    assert (event.type, event.error_code, event.provider) == ("signin", "AccessDenied", "password")
+
+
+def test_nothing_is_recorded_that_did_not_happen(password_app: Callable[..., Flask]) -> None:
+    """A request that fails unexpectedly after the sign-in wrote its events leaves none."""
+    app = password_app()
+
+    def broken(**_: Any) -> bool:
+        raise RuntimeError("the application's hook is broken")
+
+    app.extensions["webapp.hooks"].signin = broken
+    assert sign_in(app.test_client(), "ann@example.com").status_code == 500
+    assert row_count(app, User) == 0 and events(app) == []
+
+
+def test_a_refusal_is_recorded_with_the_writes_that_stand(email_app: Callable[..., Flask]) -> None:
+    """The fifth wrong code burns the request (its writes stand: ``keep``): the lockout is
+    written with them, once; the four wrong codes before it each once too."""
+    app = email_app()
+    mail = EmailActions(app.test_client())
+    mail.request_link("ann@example.com")
+    for _ in range(5):
+        mail.enter_code("ZZZZZZZZ")
+    trail = events(app)
+    assert [e.type for e in trail] == ["email.requested"] + ["code.failed"] * 4 + ["code.lockout"]
+    assert [e.detail["tries_left"] for e in trail[1:5]] == [4, 3, 2, 1]
+    assert {e.subject_hash for e in trail} == {_hash(app, "ann@example.com")}
+    assert trail[-1].error_code == "Verification"
+
+
+def test_a_session_extension_is_recorded_with_the_extension(
+    password_app: Callable[..., Flask],
+) -> None:
+    app = password_app()
+    client = app.test_client()
+    start = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    with freeze_time(start):
+        sign_in(client, "ann@example.com")
+    with freeze_time(start + timedelta(hours=23)):
+        client.get("/auth/session")
+    assert types(app) == ["account.created", "account.linked", "signin"]
+    with freeze_time(start + timedelta(days=1, seconds=1)):
+        client.get("/auth/session")
+    extended = events(app)[-1]
+    with app.app_context():
+        session_id = db.session.scalar(sa.select(Session.id))
+    assert extended.type == "session.extended" and extended.detail == {"session": session_id}
+    assert extended.occurred_at == start + timedelta(days=1, seconds=1)
+
+
+def test_what_a_row_says(password_app: Callable[..., Flask]) -> None:
+    app = password_app()
+    client = app.test_client()
+    answer = sign_in(
+        client,
+        "ann@example.com",
+        headers={"User-Agent": FIREFOX, "X-Request-ID": "req-0123456789"},
+        environ_base={"REMOTE_ADDR": "203.0.113.9"},
+    )
+    assert answer.status_code == 302
+    signin = events(app, type="signin")[0]
+    assert signin.user_id == user_id(app, "ann@example.com") and signin.subject_hash is None
+    assert (signin.provider, signin.outcome, signin.error_code) == ("password", "success", None)
+    assert (signin.ip, signin.device, signin.request_id) == (
+        "203.0.113.9",
+        "Firefox on Linux",
+        "req-0123456789",
+    )
+    assert signin.detail is not None and signin.detail["amr"] == "pwd"
+    assert signin.detail["new_user"] is True and signin.detail["replaced"] is None
+    assert abs(signin.occurred_at - datetime.now(UTC)) < timedelta(minutes=1)
+
+
+def test_each_sign_out_records_the_session_it_ended(password_app: Callable[..., Flask]) -> None:
+    app = password_app()
+    client = app.test_client()
+    sign_in(client, "ann@example.com")
+    sign_in(client, "ann@example.com")  # replaces this browser's session
+    first, second = (e.detail["session"] for e in events(app, type="signin"))
+    assert events(app, type="signin")[1].detail["replaced"] == first
+    csrf_post(client, "/auth/signout")
+    [signout] = events(app, type="signout")
+    assert signout.detail == {"session": second} and signout.provider == "password"
+
+
+def test_cleanup_counts_the_expired_sessions_in_one_row_per_batch(
+    password_app: Callable[..., Flask],
+) -> None:
+    app = password_app()
+    start = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    with freeze_time(start):
+        for _ in range(3):
+            sign_in(app.test_client(), "ann@example.com")
+    with freeze_time(start + timedelta(days=31)):
+        result = app.test_cli_runner().invoke(args=["auth", "cleanup", "--batch-size", "2"])
+    assert "deleted 3 expired session(s)" in result.output
+    revoked = events(app, type="session.revoked")
+    assert [e.detail for e in revoked] == [
+        {"reason": "expired", "sessions": 2},
+        {"reason": "expired", "sessions": 1},
+    ]
+    assert {(e.user_id, e.ip, e.request_id) for e in revoked} == {(None, None, None)}
+
+
+def test_retention_deletes_what_is_older(make_app: Callable[..., Flask]) -> None:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    app = make_app()
+    for days in (0, 100, 179, 200):
+        with freeze_time(start + timedelta(days=days)):
+            demo_sign_in(app.test_client(), password="wrong")  # one refusal: one event
+    assert len(events(app)) == 4
+    with freeze_time(start + timedelta(days=280)):
+        result = app.test_cli_runner().invoke(args=["auth", "cleanup"])
+    # Older than 180 days goes; exactly 180 days old (day 100) stays.
+    assert "deleted 1 audit event(s) older than 180 days" in result.output
+    assert [e.occurred_at for e in events(app)] == [
+        start + timedelta(days=100),
+        start + timedelta(days=179),
+        start + timedelta(days=200),
+    ]
+    shorter = make_app(AUDIT_RETENTION="30")
+    with freeze_time(start + timedelta(days=280)):
+        result = shorter.test_cli_runner().invoke(args=["auth", "cleanup"])
+    assert "deleted 3 audit event(s) older than 30 days" in result.output
+    assert events(app) == []
+
+
+def test_retention_setting_is_checked() -> None:
+    base = {"APP_ENV": "development", "AUTH_SECRET": TEST_SECRET}
+    assert load_settings(base).audit_retention == timedelta(days=180)
+    assert load_settings({**base, "AUDIT_RETENTION": "7"}).audit_retention == timedelta(days=7)
+    for bad in ("0", "-1", "1.5", "six months", "99999999"):
+        with pytest.raises(ConfigError, match="AUDIT_RETENTION"):
+            load_settings({**base, "AUDIT_RETENTION": bad})
+
+
+def test_a_deleted_users_history_stays_and_names_nobody(
+    password_app: Callable[..., Flask],
+) -> None:
+    app = password_app()
+    client = app.test_client()
+    sign_in(client, "ann@example.com")
+    ann = user_id(app, "ann@example.com")
+    assert csrf_post(client, "/account/delete", confirm="DELETE").status_code == 303
+    trail = events(app)
+    assert [e.type for e in trail] == [
+        "account.created",
+        "account.linked",
+        "signin",
+        "account.deleted",
+    ]
+    assert {e.user_id for e in trail} == {None}
+    assert trail[-1].subject_hash == _hash(app, "ann@example.com")
+    assert trail[-1].detail == {"sessions": 1}
+    # A new user (on SQLite under ann's old id: the highest id is given again) sees none.
+    newcomer = app.test_client()
+    sign_in(newcomer, "bob@example.com")
+    page = newcomer.get("/account").get_data(as_text=True)
+    assert page.count('class="activity__item') == 3  # created, linked, signed in
+    assert [e.user_id for e in events(app)].count(ann) in (0, 3)
+
+
+def test_the_readable_view_names_the_user(password_app: Callable[..., Flask]) -> None:
+    app = password_app()
+    sign_in(app.test_client(), "ann@example.com")
+    sign_in(app.test_client(), GUESSED, WRONG_PASSWORD)
+    with app.app_context(), db.engine.connect() as conn:
+        rows = conn.execute(
+            sa.text(
+                "SELECT type, outcome, error_code, user_email, subject_hash, provider "
+                "FROM auth_events_readable ORDER BY id"
+            )
+        ).all()
+    assert [tuple(r) for r in rows] == [
+        ("account.created", "success", None, "ann@example.com", None, "password"),
+        ("account.linked", "success", None, "ann@example.com", None, "password"),
+        ("signin", "success", None, "ann@example.com", None, "password"),
+        ("signin", "failure", "CredentialsSignin", None, _hash(app, GUESSED), "password"),
+    ]
+
+
+def test_the_view_has_its_comment_on_postgres(postgres_url: str) -> None:
+    engine = sa.create_engine(postgres_url, poolclass=sa.pool.NullPool)
+    with engine.connect() as conn:
+        comment = conn.execute(
+            sa.text("SELECT obj_description('auth_events_readable'::regclass, 'pg_class')")
+        ).scalar()
+        table = conn.execute(
+            sa.text("SELECT obj_description('auth_events'::regclass, 'pg_class')")
+        ).scalar()
+    engine.dispose()
+    assert "never a token" in comment and "append-only" in table
+
+
+# -- "Recent activity" ------------------------------------------------------------------
+
+
+def test_recent_activity_shows_the_latest_20_and_more_on_request(
+    password_app: Callable[..., Flask],
+) -> None:
+    app = password_app()
+    client = app.test_client()
+    start = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    for minute in range(25):
+        with freeze_time(start + timedelta(minutes=minute)):
+            sign_in(
+                client,
+                "ann@example.com",
+                headers={"User-Agent": CHROME_MAC},
+                environ_base={"REMOTE_ADDR": f"198.51.100.{minute}"},
+            )
+    later = freeze_time(start + timedelta(days=1, minutes=30))
+    later.start()
+    client.get("/auth/session")  # an extension: for operators, not shown here
+    page = client.get("/account").get_data(as_text=True)
+    card = page[page.index('id="activity"') :]
+    items = _items(card)
+    # The newest 20 sign-ins; the extension is not shown.
+    assert [_octet(i) for i in items] == list(range(24, 4, -1))
+    assert all(i.startswith("Signed in with Password") for i in items)
+    assert "Chrome on Mac OS X" in items[0] and "01 Mar 2026, 12:24 UTC" in items[0]
+    [more] = re.findall(r'<a href="(/account/activity\?before=\d+)" hx-get="\1"', card)
+
+    rest = client.get(more, headers=HTMX).get_data(as_text=True)
+    assert "<html" not in rest and "Show more" not in rest
+    entries = _items(rest)
+    # The first sign-in's request also created the account and linked the password.
+    assert [_octet(e) for e in entries] == [4, 3, 2, 1, 0, 0, 0]
+    assert entries[-2].startswith("Password added to your sign-in methods")
+    assert entries[-1].startswith("Account created with Password")
+
+    plain = client.get(more).get_data(as_text=True)  # JavaScript off: a page of them
+    later.stop()
+    assert "<h1>Recent activity</h1>" in plain and _items(plain) == entries
+
+
+def _items(html: str) -> list[str]:
+    """The entries of an activity list, as text."""
+    found = re.findall(r'<li class="activity__item[^"]*">(.*?)</li>', html, re.S)
+    return [" ".join(re.sub(r"<[^>]+>", " ", item).split()) for item in found]
+
+
+def _octet(text: str) -> int:
+    match = re.search(r"198\.51\.100\.(\d+)", text)
+    assert match, text
+    return int(match[1])
+
+
+def test_recent_activity_shows_only_ones_own_events(password_app: Callable[..., Flask]) -> None:
+    app = password_app()
+    ann, bob = app.test_client(), app.test_client()
+    sign_in(ann, "ann@example.com")
+    sign_in(bob, "bob@example.com")
+    sign_in(app.test_client(), "ann@example.com", WRONG_PASSWORD)
+    bobs_event = events(app, user_id=user_id(app, "bob@example.com"))[-1].id
+    page = ann.get("/account").get_data(as_text=True)
+    assert page.count('class="activity__item') == 3 and "Sign-in refused" not in page
+    # Another user's event as the cursor, or a hostile one: nothing of anyone's.
+    for before in (str(bobs_event), "0", "-1", "9" * 30, "１２", "abc"):
+        answer = ann.get(f"/account/activity?before={before}", headers=HTMX)
+        assert answer.status_code == 200, before
+        shown = answer.get_data(as_text=True).count("activity__item")
+        assert shown == (0 if before == str(bobs_event) else 3), before
+
+
+def test_the_activity_page_needs_a_session(client: FlaskClient) -> None:
+    answer = client.get("/account/activity")
+    assert answer.status_code == 302 and "error=SessionRequired" in answer.location
+
+
+# -- flask auth events ------------------------------------------------------------------
+
+
+def test_events_command_filters_and_prints(password_app: Callable[..., Flask]) -> None:
+    app = password_app()
+    start = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    with freeze_time(start):
+        sign_in(app.test_client(), "ann@example.com", headers={"User-Agent": FIREFOX})
+    with freeze_time(start + timedelta(hours=2)):
+        sign_in(app.test_client(), "ann@example.com", WRONG_PASSWORD)
+        sign_in(app.test_client(), "bob@example.com")
+    runner = app.test_cli_runner()
+
+    def run(*args: str) -> str:
+        with freeze_time(start + timedelta(hours=3)):
+            result = runner.invoke(args=["auth", "events", *args])
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    lines = run().splitlines()
+    assert lines[0].split()[:3] == ["time", "type", "outcome"] and len(lines) == 8
+    assert "2026-03-01 12:00:00  account.created" in lines[1]
+    assert "ann@example.com" in lines[3] and "Firefox on Linux" in lines[3]
+    failure = lines[4]
+    assert "signin" in failure and "failure CredentialsSignin" in failure
+    assert f"#{_hash(app, 'ann@example.com')[:16]} " in failure  # tried as ann: her hash
+
+    ann = run("--user", "Ann@Example.com").splitlines()
+    assert len(ann) == 5 and all("bob@" not in line for line in ann)
+    assert len(run("--since", "90m").splitlines()) == 5
+    assert len(run("--since", "2026-03-01T13:00").splitlines()) == 5
+    assert len(run("--type", "signin", "--type", "account.created").splitlines()) == 6
+    assert len(run("--limit", "2").splitlines()) == 3
+    assert run("--user", "nobody@example.com").strip() == "no events"
+
+    records = [json.loads(line) for line in run("--json", "--user", "bob@example.com").splitlines()]
+    assert [r["type"] for r in records] == ["account.created", "account.linked", "signin"]
+    assert records[-1]["userEmail"] == "bob@example.com" and records[-1]["outcome"] == "success"
+    assert records[-1]["time"] == "2026-03-01T14:00:00.000Z"
+    assert set(records[-1]) == {
+        "id", "time", "type", "outcome", "error", "userId", "userEmail", "subjectHash",
+        "provider", "ip", "device", "requestId", "detail",
+    }  # fmt: skip
+
+
+def test_events_command_refuses_bad_options(app: Flask) -> None:
+    runner = app.test_cli_runner()
+    for args in (
+        ["--since", "last tuesday"],
+        ["--type", "nonsense"],
+        ["--limit", "-1"],
+        ["--user", "not an address"],
+    ):
+        result = runner.invoke(args=["auth", "events", *args])
+        assert result.exit_code == 2, (args, result.output)

@@ -1,0 +1,284 @@
+"""The audit trail: what happened to an account or a sign-in attempt, one row each in
+``auth_events`` (docs/audit.md).
+
+``record`` is the one way the flows write it. A success is written in the caller's
+transaction, so it stands or falls with what it tells of. A failure is written whatever
+becomes of the request's other writes (``transactions.write_regardless``): an error
+handler that discards them keeps the failure's row, and a refused request costs that one
+INSERT. A write that commits on a connection of its own (a session's daily extension, a
+provider token's refresh) puts ``event_row(...)`` into its own transaction. Nothing here
+runs on the hot session read.
+
+A row never holds a token, code, password or hash of one. An address or identifier that
+names no user is kept only as its keyed hash (``subject_hash``: the throttles' HMAC under a
+key derived from AUTH_SECRET), so the table is no list of who tried what; ``detail`` takes
+a few short values the code chooses, never text from the request.
+
+The Blinker signals (``hooks``) stay as they are: they tell the embedding application after
+the commit; the trail is written beside them, in the same transaction as the change.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from enum import StrEnum
+from ipaddress import IPv6Address, ip_address, ip_network
+
+from flask import g, has_request_context, request
+from sqlalchemy import ColumnElement, Insert, insert, or_, select, tuple_
+
+from webapp import transactions
+from webapp.auth.addresses import address_or_none
+from webapp.auth.devices import describe_device
+from webapp.auth.ratelimit import identifier_hash
+from webapp.clock import utcnow
+from webapp.database import delete_in_batches
+from webapp.extensions import db
+from webapp.models import AuthEvent, User
+from webapp.observability import current_request_id
+from webapp.settings import current_settings
+
+
+class Event(StrEnum):
+    """What happened: the ``type`` column."""
+
+    SIGNIN = "signin"
+    SIGNOUT = "signout"
+    SESSION_EXTENDED = "session.extended"
+    SESSION_REVOKED = "session.revoked"
+    #: A sign-in attempt (credentials) or an e-mail request refused by a throttle.
+    THROTTLED = "signin.throttled"
+    EMAIL_REQUESTED = "email.requested"
+    EMAIL_CONFIRMED = "email.confirmed"
+    EMAIL_REFUSED = "email.refused"
+    #: A wrong one-time code (e-mail) or second-factor code.
+    CODE_FAILED = "code.failed"
+    #: Too many wrong codes: the e-mail request burnt, or second-factor codes paused.
+    CODE_LOCKOUT = "code.lockout"
+    ACCOUNT_CREATED = "account.created"
+    ACCOUNT_LINKED = "account.linked"
+    ACCOUNT_UNLINKED = "account.unlinked"
+    ACCOUNT_DELETED = "account.deleted"
+    PASSKEY_ADDED = "passkey.added"
+    PASSKEY_REMOVED = "passkey.removed"
+    TOKEN_REFRESHED = "token.refreshed"
+    TOKEN_REVOKED = "token.revoked"
+
+
+SUCCESS = "success"
+FAILURE = "failure"
+
+#: Why sessions were revoked (``detail.reason`` of ``session.revoked``).
+BY_USER = "user"
+OTHERS = "others"
+BACKCHANNEL = "backchannel"
+EXPIRED = "expired"
+LIMIT = "limit"
+OPERATOR = "operator"
+
+#: Failure codes of the trail's own, where no error code of docs/errors.md says it.
+RATE_LIMITED = "RateLimited"
+WRONG_CODE = "WrongCode"
+REVOCATION_FAILED = "RevocationFailed"
+REVOCATION_UNSUPPORTED = "RevocationUnsupported"
+
+#: Shown to operators, not in a person's "Recent activity" (one a day per session).
+NOT_SHOWN_TO_PEOPLE = frozenset({Event.SESSION_EXTENDED})
+
+#: What a device label may not keep (see ``this_device``).
+_LABEL_UNSAFE = re.compile(r"[^\w ()+-]")
+#: Longest string kept in ``detail`` (values are the code's: ids, names, counts).
+_DETAIL_TEXT = 100
+Detail = Mapping[str, str | int | bool | None]
+
+
+def event_row(
+    event: Event,
+    *,
+    user_id: int | None = None,
+    subject: str | None = None,
+    provider: str | None = None,
+    error: str | None = None,
+    detail: Detail | None = None,
+) -> Insert:
+    """Return the INSERT of one event; the request (if any) gives address, device and id.
+
+    ``subject``: the address or identifier an event names when it names no user, kept as
+    its keyed hash. ``error``: the failure's code (none: a success).
+    """
+    if user_id is not None and subject is not None:
+        raise ValueError("an event names a user or a subject, not both")
+    ip = device = request_id = None
+    if has_request_context():
+        ip = (request.remote_addr or "")[:45] or None
+        device = this_device()
+        request_id = current_request_id()
+    return insert(AuthEvent).values(
+        occurred_at=utcnow(),
+        type=event.value,
+        outcome=SUCCESS if error is None else FAILURE,
+        error_code=error,
+        # Through the users table: a user deleted meanwhile (a pending sign-in's, a session's
+        # on another device) leaves the row naming nobody, where the id would break the key.
+        user_id=None
+        if user_id is None
+        else select(User.id).where(User.id == user_id).scalar_subquery(),
+        subject_hash=subject_hash(subject) if subject is not None else None,
+        provider=provider,
+        ip=ip,
+        device=device,
+        request_id=request_id,
+        detail=_checked(detail),
+    )
+
+
+def record(
+    event: Event,
+    *,
+    user_id: int | None = None,
+    subject: str | None = None,
+    provider: str | None = None,
+    error: str | None = None,
+    detail: Detail | None = None,
+) -> None:
+    """Record one event: a success in the current transaction, a failure whatever becomes
+    of the request's writes (outside a request, a command's: in its transaction)."""
+    row = event_row(
+        event, user_id=user_id, subject=subject, provider=provider, error=error, detail=detail
+    )
+    if error is not None and has_request_context():
+        g.audit_refused = True
+        transactions.write_regardless(row)
+    else:
+        db.session.execute(row)
+
+
+def refusal_recorded() -> bool:
+    """Whether this request has recorded a failure already (the error handler's generic
+    sign-in failure is then left out: the flow's own says more)."""
+    return bool(g.get("audit_refused"))
+
+
+def subject_hash(identifier: str) -> str:
+    """The keyed hash an event keeps of an address or identifier: of its normal form, so
+    ``Ann@Example.com`` and ``ann@example.com`` are one subject."""
+    return identifier_hash(address_or_none(identifier) or identifier.strip().lower())
+
+
+def this_device() -> str:
+    """This request's device as the trail names it: browser and system, no version.
+
+    The user agent is read as far as a session keeps one (a client chooses its length).
+    Some of its parser's families are words taken from the user agent (a bot's name): only
+    letters, digits, spaces and ``()+-`` are kept, so that no address or URL a client sends
+    reaches a notice, where mail programs would make it a link.
+    """
+    agent = request.headers.get("User-Agent", "")[: current_settings().user_agent_max_length]
+    label = _LABEL_UNSAFE.sub("", describe_device(agent, version=False))
+    return " ".join(label.split())[:128] or "Unknown device"
+
+
+def _checked(detail: Detail | None) -> dict[str, str | int | bool | None] | None:
+    if not detail:
+        return None
+    checked: dict[str, str | int | bool | None] = {}
+    for key, value in detail.items():
+        if value is not None and not isinstance(value, str | int | bool):
+            raise TypeError(f"detail {key!r}: {type(value).__name__} is not a plain value")
+        checked[key] = value[:_DETAIL_TEXT] if isinstance(value, str) else value
+    return checked
+
+
+# -- reading it ----------------------------------------------------------------------------
+
+
+def network(address: str | None) -> str:
+    """The network a client address belongs to, as "the same place" for the new-device
+    check: an IPv4 /24, an IPv6 /48 (an IPv4-mapped address as IPv4)."""
+    try:
+        parsed = ip_address(address or "")
+    except ValueError:
+        return address or ""
+    if isinstance(parsed, IPv6Address):
+        if parsed.ipv4_mapped is None:
+            return str(ip_network(f"{parsed}/48", strict=False))
+        parsed = parsed.ipv4_mapped
+    return str(ip_network(f"{parsed}/24", strict=False))
+
+
+def is_new_device(user_id: int, *, within: timedelta) -> bool:
+    """Whether this request's device (browser, system and network) has not signed in as
+    the user within ``within``, while the trail knows an earlier sign-in of theirs.
+
+    Without one there is nothing to compare with (a new user, or sign-ins older than the
+    trail or its retention): not new. Call it before recording the sign-in itself.
+    """
+    signins = select(AuthEvent.ip).where(
+        AuthEvent.user_id == user_id,
+        AuthEvent.type == Event.SIGNIN.value,
+        AuthEvent.outcome == SUCCESS,
+    )
+    here = network(request.remote_addr)
+    seen = db.session.scalars(
+        signins.where(
+            AuthEvent.occurred_at > utcnow() - within, AuthEvent.device == this_device()
+        ).distinct()
+    )
+    if any(network(ip) == here for ip in seen):
+        return False
+    return db.session.execute(signins.limit(1)).first() is not None
+
+
+def for_user(user_id: int, *, before: int | None, limit: int) -> list[AuthEvent]:
+    """The user's events a person is shown, newest first, at most ``limit``; ``before``: only
+    those older than that event of theirs (the next page)."""
+    query = select(AuthEvent).where(
+        AuthEvent.user_id == user_id,
+        AuthEvent.type.not_in([event.value for event in NOT_SHOWN_TO_PEOPLE]),
+    )
+    if before is not None:
+        after = db.session.execute(
+            select(AuthEvent.occurred_at, AuthEvent.id).where(
+                AuthEvent.id == before, AuthEvent.user_id == user_id
+            )
+        ).first()
+        if after is None:
+            return []
+        query = query.where(
+            tuple_(AuthEvent.occurred_at, AuthEvent.id) < tuple_(after.occurred_at, after.id)
+        )
+    order = (AuthEvent.occurred_at.desc(), AuthEvent.id.desc())
+    return list(db.session.scalars(query.order_by(*order).limit(limit)))
+
+
+def search(
+    *,
+    user_ids: Sequence[int] = (),
+    subject: str | None = None,
+    since: datetime | None = None,
+    types: Sequence[Event] = (),
+    limit: int | None = None,
+) -> list[tuple[AuthEvent, str | None]]:
+    """Events for operators with the user's address, the newest ``limit`` (None: all), in
+    time order. ``user_ids`` and ``subject`` (an address) together: events of those users,
+    or about that address while it named no user."""
+    query = select(AuthEvent, User.email).outerjoin(User, User.id == AuthEvent.user_id)
+    if user_ids or subject is not None:
+        who: list[ColumnElement[bool]] = [AuthEvent.user_id.in_(list(user_ids))]
+        if subject is not None:
+            who.append(AuthEvent.subject_hash == subject_hash(subject))
+        query = query.where(or_(*who))
+    if since is not None:
+        query = query.where(AuthEvent.occurred_at >= since)
+    if types:
+        query = query.where(AuthEvent.type.in_([t.value for t in types]))
+    query = query.order_by(AuthEvent.occurred_at.desc(), AuthEvent.id.desc()).limit(limit)
+    return [(event, email) for event, email in reversed(db.session.execute(query).all())]
+
+
+def delete_older_than(retention: timedelta, *, batch_size: int) -> int:
+    """Delete the events older than ``retention`` in batches; return how many went."""
+    cutoff = utcnow() - retention
+    return delete_in_batches(AuthEvent.id, AuthEvent.occurred_at < cutoff, batch_size=batch_size)
