@@ -260,14 +260,18 @@ class Settings:
     email_code_max_attempts: int = 5
     #: Seconds to wait for the SMTP server to connect and for each of its replies.
     email_timeout: float = 10.0
-    #: The message's subject, a Jinja template that sees ``site`` and ``host``.
-    email_subject: str = "Sign in to {{ site }}"
+    #: The message's subject, a Jinja template that sees ``site`` and ``host``; None: the
+    #: built-in one, in the reader's language.
+    email_subject: str | None = None
     #: A folder whose ``signin.txt`` / ``signin.html`` replace the built-in message templates.
     email_templates: str | None = None
     #: Where the development outbox writes messages when EMAIL_SERVER is unset.
     email_outbox: str = "instance/outbox"
     #: A CA bundle to trust for the SMTP server's certificate (a private CA); default: system.
     email_ca_file: str | None = None
+    #: The pages' language when neither the person's choice nor their browser's names a
+    #: shipped one (AUTH_DEFAULT_LOCALE; ``webapp.i18n`` checks it against the catalogues).
+    default_locale: str = "en"
 
     @property
     def is_development(self) -> bool:
@@ -520,11 +524,13 @@ def load_settings(
         email_timeout=_parse_seconds(
             "EMAIL_TIMEOUT", get("EMAIL_TIMEOUT", "email_timeout"), Settings.email_timeout
         ),
-        email_subject=_opt_str(get("EMAIL_SUBJECT", "email_subject")) or Settings.email_subject,
+        email_subject=_opt_str(get("EMAIL_SUBJECT", "email_subject")),
         email_templates=_opt_str(get("EMAIL_TEMPLATES", "email_templates")),
         email_outbox=_opt_str(get("EMAIL_OUTBOX", "email_outbox"))
         or str(Path(instance_path).resolve() / "outbox"),
         email_ca_file=_opt_str(get("EMAIL_CA_FILE", "email_ca_file")),
+        default_locale=_opt_str(get("AUTH_DEFAULT_LOCALE", "default_locale"))
+        or Settings.default_locale,
         db_pool_size=pool_size,
         db_max_overflow=max_overflow,
         db_pool_pre_ping=bool(_parse_bool("DB_POOL_PRE_PING", get("DB_POOL_PRE_PING"))),

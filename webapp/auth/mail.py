@@ -29,8 +29,10 @@ from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
 import jinja2
+from flask_babel import get_translations
 
 from webapp.clock import utcnow
+from webapp.i18n import current_language, gettext
 from webapp.settings import ConfigError, Settings, is_loopback_url
 
 log = logging.getLogger(__name__)
@@ -177,9 +179,11 @@ def transport_from_settings(conf: Settings) -> Transport:
 
 
 class MessageTemplates:
-    """Renders ``<name>.txt`` and ``<name>.html`` (HTML autoescaped) and the subject line."""
+    """Renders ``<name>.txt`` and ``<name>.html`` (HTML autoescaped) and the subject line,
+    in the language of the request that sends them (``_``, ``ngettext`` and
+    ``current_language`` work as in the pages)."""
 
-    def __init__(self, *, subject: str, override_folder: str | None = None) -> None:
+    def __init__(self, *, subject: str | None, override_folder: str | None = None) -> None:
         folders = [str(BUILTIN_TEMPLATES)]
         if override_folder is not None:
             if not Path(override_folder).is_dir():
@@ -190,17 +194,29 @@ class MessageTemplates:
             autoescape=jinja2.select_autoescape(["html"], default_for_string=False),
             # A misspelt variable in an override must fail loudly, not send a blank link.
             undefined=jinja2.StrictUndefined,
+            extensions=["jinja2.ext.i18n"],
         )
+        # As Flask-Babel installs them in the pages' environment (the same catalogue).
+        self.env.install_gettext_callables(  # type: ignore[attr-defined]
+            gettext=lambda s: get_translations().ugettext(s),
+            ngettext=lambda s, p, n: get_translations().ungettext(s, p, n),
+            newstyle=True,
+        )
+        self.env.globals["current_language"] = current_language
         try:
-            self.subject = self.env.from_string(subject)
+            self.subject = None if subject is None else self.env.from_string(subject)
         except jinja2.TemplateSyntaxError as exc:
             raise ConfigError(f"EMAIL_SUBJECT is not a valid template: {exc}") from None
 
     def render(self, name: str, context: Mapping[str, Any]) -> tuple[str, str, str]:
         """Return ``(subject, text, html)`` for template ``name``."""
-        # Header injection is impossible anyway (EmailMessage refuses newlines); this keeps
-        # a subject template that spans lines readable.
-        subject = " ".join(self.subject.render(context).split())
+        if self.subject is None:
+            # The built-in subject (of the sign-in message, the one message there is).
+            subject = gettext("Sign in to %(site)s", site=context["site"])
+        else:
+            # Header injection is impossible anyway (EmailMessage refuses newlines); this
+            # keeps a subject template that spans lines readable.
+            subject = " ".join(self.subject.render(context).split())
         text = self.env.get_template(f"{name}.txt").render(context)
         html = self.env.get_template(f"{name}.html").render(context)
         return subject, text, html
