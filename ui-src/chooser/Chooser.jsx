@@ -314,6 +314,7 @@ function CredentialsForm({ provider, page, hidden, pendingId, isLast, start, web
             id={`${provider.id}-${f.name}`}
             name={f.name}
             type={f.type}
+            dir={f.type === "email" ? "ltr" : undefined}
             required
             defaultValue={page.typed?.[`${provider.id}-${f.name}`] ?? (f.type === "email" ? page.email ?? "" : undefined)}
             autoComplete={
