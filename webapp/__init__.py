@@ -81,7 +81,7 @@ def create_app(
     csrf.init_app(app)
     _init_login(app)
 
-    from webapp import auth, ui
+    from webapp import auth, i18n, ui
     from webapp.account import api as account_api
     from webapp.account import views as account_views
     from webapp.cli import auth_cli
@@ -92,6 +92,7 @@ def create_app(
     app.register_blueprint(account_views.bp)
     app.register_blueprint(account_api.bp, url_prefix="/account/api")
     ui.init_app(app, conf)
+    i18n.init_app(app, conf)
     app.cli.add_command(auth_cli)
     app.after_request(apply_cookies)
     errors.init_app(app)

@@ -260,8 +260,9 @@ class Settings:
     email_code_max_attempts: int = 5
     #: Seconds to wait for the SMTP server to connect and for each of its replies.
     email_timeout: float = 10.0
-    #: The message's subject, a Jinja template that sees ``site`` and ``host``.
-    email_subject: str = "Sign in to {{ site }}"
+    #: The message's subject, a Jinja template that sees ``site`` and ``host``; None: the
+    #: built-in one, in the reader's language.
+    email_subject: str | None = None
     #: A folder whose ``signin.txt`` / ``signin.html`` replace the built-in message templates.
     email_templates: str | None = None
     #: Where the development outbox writes messages when EMAIL_SERVER is unset.
@@ -282,6 +283,9 @@ class Settings:
     notice_other_sessions: bool = True
     #: The account was deleted (to the address it had):
     notice_account_deleted: bool = True
+    #: The pages' language when neither the person's choice nor their browser's names a
+    #: shipped one (AUTH_DEFAULT_LOCALE; ``webapp.i18n`` checks it against the catalogues).
+    default_locale: str = "en"
 
     @property
     def is_development(self) -> bool:
@@ -543,7 +547,7 @@ def load_settings(
         email_timeout=_parse_seconds(
             "EMAIL_TIMEOUT", get("EMAIL_TIMEOUT", "email_timeout"), Settings.email_timeout
         ),
-        email_subject=_opt_str(get("EMAIL_SUBJECT", "email_subject")) or Settings.email_subject,
+        email_subject=_opt_str(get("EMAIL_SUBJECT", "email_subject")),
         email_templates=_opt_str(get("EMAIL_TEMPLATES", "email_templates")),
         email_outbox=_opt_str(get("EMAIL_OUTBOX", "email_outbox"))
         or str(Path(instance_path).resolve() / "outbox"),
@@ -555,6 +559,8 @@ def load_settings(
         notice_methods=notice("AUTH_NOTICE_METHODS", "notice_methods"),
         notice_other_sessions=notice("AUTH_NOTICE_OTHER_SESSIONS", "notice_other_sessions"),
         notice_account_deleted=notice("AUTH_NOTICE_ACCOUNT_DELETED", "notice_account_deleted"),
+        default_locale=_opt_str(get("AUTH_DEFAULT_LOCALE", "default_locale"))
+        or Settings.default_locale,
         db_pool_size=pool_size,
         db_max_overflow=max_overflow,
         db_pool_pre_ping=bool(_parse_bool("DB_POOL_PRE_PING", get("DB_POOL_PRE_PING"))),

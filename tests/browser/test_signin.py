@@ -35,7 +35,7 @@ def test_chooser_filter_keyboard_oidc_and_last_used(new_page, live_server):
     _tab_to(page, search)
     page.keyboard.type("glo")
     expect(buttons).to_have_count(1)
-    expect(page.get_by_text("1 of 6 providers match")).to_be_visible()
+    expect(page.get_by_text("Showing 1 of 6")).to_be_visible()
     page.keyboard.press("ArrowDown")
     expect(buttons.first).to_be_focused()
     page.keyboard.press("Enter")

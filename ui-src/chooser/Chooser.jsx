@@ -3,11 +3,13 @@ import { useEffect, useRef, useState } from "react";
 import { FILTER_THRESHOLD, PASSKEY_TYPE, REDIRECT_TYPES, emailProblem, filterProviders, orderProviders } from "./model.js";
 import { readLastUsed, rememberLastUsed } from "./lastUsed.js";
 import * as ceremony from "../passkey/ceremony.js";
+import { fill } from "../text.js";
 
 /**
  * providers: the `GET providers` entries in order; csrfToken: from `GET csrf`;
  * page: what only the page knows (callbackUrl, error text, logos, credentials fields,
- * e-mail prefill, passkeyProblem); submitInPlace(form): sends a form and swaps the answer
+ * e-mail prefill, passkeyProblem, and the island's words in `text`, see
+ * webapp/auth/chooser.py); submitInPlace(form): sends a form and swaps the answer
  * in (htmx), or is absent, and the browser submits normally; passkeys: the passkey
  * ceremonies (ui-src/passkey/ceremony.js; tests pass their own).
  */
@@ -17,6 +19,7 @@ export function Chooser({ providers, csrfToken, page, storage, submitInPlace, pa
   const [pendingId, setPendingId] = useState(null);
   const [announcement, setAnnouncement] = useState("");
   const listRef = useRef(null);
+  const text = page.text;
 
   // Coming back with the Back button restores the page from the cache, pending state and
   // all; the person must be able to choose again.
@@ -94,7 +97,7 @@ export function Chooser({ providers, csrfToken, page, storage, submitInPlace, pa
 
       {showFilter && (
         <div className="stack">
-          <label htmlFor="provider-filter">Find your sign-in provider</label>
+          <label htmlFor="provider-filter">{text.filterLabel}</label>
           <input
             id="provider-filter"
             type="search"
@@ -107,8 +110,8 @@ export function Chooser({ providers, csrfToken, page, storage, submitInPlace, pa
           />
           <p id="provider-count" className="muted small" aria-live="polite">
             {visible.length === redirecting.length
-              ? `${redirecting.length} providers`
-              : `${visible.length} of ${redirecting.length} providers match`}
+              ? text.providerCount
+              : fill(text.matchCount, { shown: visible.length, total: redirecting.length })}
           </p>
         </div>
       )}
@@ -124,21 +127,21 @@ export function Chooser({ providers, csrfToken, page, storage, submitInPlace, pa
                 <button type="submit" className="button button--provider" data-provider={p.id} disabled={Boolean(pendingId)}>
                   {logo && <img src={logo} alt="" width="20" height="20" />}
                   <span>
-                    {pendingId === p.id ? `Redirecting to ${p.name}…` : `${isLast ? "Continue" : "Sign in"} with ${p.name}`}
+                    {fill(pendingId === p.id ? text.redirecting : isLast ? text.continueWith : text.signInWith, { name: p.name })}
                   </span>
-                  {isLast && <span className="badge">last used</span>}
+                  {isLast && <span className="badge">{text.lastUsed}</span>}
                 </button>
               </form>
             </li>
           );
         })}
       </ul>
-      {showFilter && visible.length === 0 && <p className="muted">No provider matches “{query}”.</p>}
+      {showFilter && visible.length === 0 && <p className="muted">{fill(text.noMatch, { query })}</p>}
 
       {forms.map((p, index) => (
         <div key={p.id}>
           {(index > 0 || redirecting.length > 0) && (
-            <div className="divider" role="separator"><span>or</span></div>
+            <div className="divider" role="separator"><span>{text.or}</span></div>
           )}
           {p.type === "email" ? (
             <EmailForm provider={p} page={page} hidden={hidden} pendingId={pendingId}
@@ -155,7 +158,7 @@ export function Chooser({ providers, csrfToken, page, storage, submitInPlace, pa
       {passkey && (passkeysWork || page.passkeyProblem) && (
         <div>
           {(forms.length > 0 || redirecting.length > 0) && (
-            <div className="divider" role="separator"><span>or</span></div>
+            <div className="divider" role="separator"><span>{text.or}</span></div>
           )}
           {passkeysWork ? (
             <PasskeySignIn provider={passkey} page={page} csrfToken={csrfToken} passkeys={passkeys}
@@ -177,7 +180,8 @@ export function Chooser({ providers, csrfToken, page, storage, submitInPlace, pa
 function PasskeySignIn({ provider, page, csrfToken, passkeys, pendingId, setPendingId }) {
   const [problem, setProblem] = useState(null);
   const [round, setRound] = useState(0);
-  const request = { authBase: page.authBase, csrfToken, callbackUrl: page.callbackUrl };
+  const text = page.text;
+  const request = { authBase: page.authBase, csrfToken, callbackUrl: page.callbackUrl, text: text.passkey };
 
   // Conditional UI: wait for the person to pick a passkey from the field's suggestions.
   // A dialog opened by the button aborts this wait; it starts again afterwards (round).
@@ -208,7 +212,7 @@ function PasskeySignIn({ provider, page, csrfToken, passkeys, pendingId, setPend
       passkeys.go(await passkeys.signInWithPasskey(request));
     } catch (error) {
       setPendingId(null);
-      setProblem(passkeys.problemMessage(error));
+      setProblem(passkeys.problemMessage(error, text.passkey));
       setRound((n) => n + 1);
     }
   }
@@ -217,18 +221,18 @@ function PasskeySignIn({ provider, page, csrfToken, passkeys, pendingId, setPend
     <div className="stack">
       <button type="button" className="button button--secondary" data-provider={provider.id}
         disabled={Boolean(pendingId)} aria-describedby={problem ? "passkey-problem" : undefined} onClick={onClick}>
-        {pendingId === provider.id ? "Waiting for your passkey…" : "Sign in with a passkey"}
+        {pendingId === provider.id ? text.passkeyWaiting : text.passkeyButton}
       </button>
       {problem && <p id="passkey-problem" className="field-error" role="alert">{problem}</p>}
     </div>
   );
 }
 
-function SubmitButton({ provider, pendingId, isLast, busyText }) {
+function SubmitButton({ provider, text, pendingId, isLast, busyText }) {
   return (
     <button type="submit" className="button" disabled={Boolean(pendingId)}>
-      {pendingId === provider.id ? busyText : `Sign in with ${provider.name}`}
-      {isLast && <span className="badge badge--inverse">last used</span>}
+      {pendingId === provider.id ? busyText : fill(text.signInWith, { name: provider.name })}
+      {isLast && <span className="badge badge--inverse">{text.lastUsed}</span>}
     </button>
   );
 }
@@ -238,6 +242,8 @@ function EmailForm({ provider, page, hidden, pendingId, isLast, start, submitInP
   const [problem, setProblem] = useState(null);
   const [touched, setTouched] = useState(false);
   const inputId = `email-${provider.id}`;
+  const text = page.text;
+  const problemText = problem && text.emailProblems[problem];
 
   function onSubmit(event) {
     const found = emailProblem(email);
@@ -252,7 +258,7 @@ function EmailForm({ provider, page, hidden, pendingId, isLast, start, submitInP
     if (submitInPlace) {
       event.preventDefault();
       submitInPlace(event.currentTarget).catch(() =>
-        onFailure("We could not reach the server. Check your connection and try again."),
+        onFailure(text.offline),
       );
     }
   }
@@ -260,11 +266,12 @@ function EmailForm({ provider, page, hidden, pendingId, isLast, start, submitInP
   return (
     <form method="post" action={provider.signinUrl} className="stack" noValidate onSubmit={onSubmit}>
       {hidden}
-      <label htmlFor={inputId}>E-mail address</label>
+      <label htmlFor={inputId}>{text.emailLabel}</label>
       <input
         id={inputId}
         name="email"
         type="email"
+        dir="ltr"
         autoComplete={webauthn ? "email webauthn" : "email"}
         required
         maxLength={254}
@@ -283,21 +290,21 @@ function EmailForm({ provider, page, hidden, pendingId, isLast, start, submitInP
           }
         }}
       />
-      {problem && <p id={`${inputId}-problem`} className="field-error">{problem}</p>}
-      <SubmitButton provider={provider} pendingId={pendingId} isLast={isLast} busyText="Sending your link…" />
+      {problem && <p id={`${inputId}-problem`} className="field-error">{problemText}</p>}
+      <SubmitButton provider={provider} text={text} pendingId={pendingId} isLast={isLast} busyText={text.sendingLink} />
     </form>
   );
 }
 
 function CredentialsForm({ provider, page, hidden, pendingId, isLast, start, webauthn }) {
   const details = page.credentials?.[provider.id] ?? { fields: [], demo: false };
+  const text = page.text;
   return (
     <form method="post" action={provider.callbackUrl} className="stack" onSubmit={start}>
       {hidden}
       {details.demo && (
         <p className="note">
-          <strong>Development only:</strong> any e-mail address with the password <code>demo</code>{" "}
-          signs in. This option cannot be enabled in production.
+          <strong>{text.demoTitle}</strong> {fill(text.demoNote, { password: <code key="password">demo</code> })}
         </p>
       )}
       {details.fields.map((f) => (
@@ -307,6 +314,7 @@ function CredentialsForm({ provider, page, hidden, pendingId, isLast, start, web
             id={`${provider.id}-${f.name}`}
             name={f.name}
             type={f.type}
+            dir={f.type === "email" ? "ltr" : undefined}
             required
             defaultValue={page.typed?.[`${provider.id}-${f.name}`] ?? (f.type === "email" ? page.email ?? "" : undefined)}
             autoComplete={
@@ -315,7 +323,7 @@ function CredentialsForm({ provider, page, hidden, pendingId, isLast, start, web
           />
         </div>
       ))}
-      <SubmitButton provider={provider} pendingId={pendingId} isLast={isLast} busyText="Signing in…" />
+      <SubmitButton provider={provider} text={text} pendingId={pendingId} isLast={isLast} busyText={text.signingIn} />
     </form>
   );
 }

@@ -30,19 +30,19 @@ export function filterProviders(providers, query) {
 
 /**
  * Check an e-mail address by the server's rules (NFKC, trim, lower-case; one "@", no
- * quotes or spaces, a local part, a domain with a dot, at most 254 characters). Returns a
- * message for the person, or null when the address is acceptable. The server checks again:
- * this only saves a round trip.
+ * quotes or spaces, a local part, a domain with a dot, at most 254 characters). Returns
+ * what is wrong, as the key of its message in the page's `text.emailProblems`, or null
+ * when the address is acceptable. The server checks again: this only saves a round trip.
  */
 export function emailProblem(raw) {
   const value = raw.normalize("NFKC").trim();
-  if (!value) return "Enter your e-mail address.";
-  if (value.length > 254) return "That address is too long.";
-  if (/[\s"']/.test(value)) return "An e-mail address cannot contain spaces or quotes.";
+  if (!value) return "empty";
+  if (value.length > 254) return "tooLong";
+  if (/[\s"']/.test(value)) return "spaces";
   const parts = value.split("@");
-  if (parts.length !== 2) return "Enter an address with one @, like ann@example.com.";
+  if (parts.length !== 2) return "oneAt";
   const [local, domain] = parts;
-  if (!local) return "Add the part before the @, like ann@example.com.";
-  if (!/^[^.]+(\.[^.]+)+$/.test(domain)) return "Check the part after the @, like example.com.";
+  if (!local) return "local";
+  if (!/^[^.]+(\.[^.]+)+$/.test(domain)) return "domain";
   return null;
 }

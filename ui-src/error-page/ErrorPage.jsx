@@ -3,18 +3,21 @@
 // last used, and a button that copies the reference for a support request.
 import { useState } from "react";
 import { readLastUsed } from "../chooser/lastUsed.js";
+import { fill } from "../text.js";
 
-/** view: the page model the server rendered (see webapp/auth/errorpage.py). */
+/** view: the page model the server rendered, its words included (webapp/auth/errorpage.py). */
 export function ErrorPage({ view, storage, clipboard }) {
   const [lastUsed] = useState(() => readLastUsed(storage));
   const [copied, setCopied] = useState("");
+  const text = view.text;
+  const reference = <code key="reference">{view.requestId}</code>;
 
   async function copy() {
     try {
       await clipboard.writeText(view.requestId);
-      setCopied("Reference copied.");
+      setCopied(text.copied);
     } catch {
-      setCopied("Could not copy; select the reference and copy it yourself.");
+      setCopied(text.copyFailed);
     }
   }
 
@@ -24,7 +27,7 @@ export function ErrorPage({ view, storage, clipboard }) {
       <p>{view.message}</p>
       <p>{view.action}</p>
       {view.retry && lastUsed && (
-        <p className="muted">Last time you signed in here with {lastUsed.name}.</p>
+        <p className="muted">{fill(text.lastUsed, { name: lastUsed.name })}</p>
       )}
       <ul className="steps">
         {view.steps.map((step, index) => (
@@ -36,12 +39,13 @@ export function ErrorPage({ view, storage, clipboard }) {
         ))}
       </ul>
       <p className="reference">
-        Reference: <code>{view.requestId}</code>
-        {view.code && <> · code <code>{view.code}</code></>}
+        {view.code
+          ? fill(text.referenceAndCode, { reference, code: <code key="code">{view.code}</code> })
+          : fill(text.reference, { reference })}
         {clipboard && (
           <>
             {" "}
-            <button type="button" className="link-button" onClick={copy}>Copy reference</button>
+            <button type="button" className="link-button" onClick={copy}>{text.copy}</button>
           </>
         )}
       </p>

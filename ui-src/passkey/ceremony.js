@@ -1,7 +1,8 @@
 // Passkey ceremonies against the auth routes, shared by the sign-in chooser and the passkey
 // script (main.js): ask `webauthn-options/passkey` for the options, let the browser and the
 // authenticator answer (@simplewebauthn/browser), post the answer to `callback/passkey`.
-// Each ends with the URL to go to; a problem the person should read is a PasskeyProblem.
+// Each ends with the URL to go to; a problem the person should read is a PasskeyProblem,
+// in the words the page's data gives (`text`: webapp/auth/passkeys.py, passkey_texts).
 import {
   browserSupportsWebAuthn,
   browserSupportsWebAuthnAutofill,
@@ -10,9 +11,6 @@ import {
 } from "@simplewebauthn/browser";
 
 export { browserSupportsWebAuthn as passkeysSupported, browserSupportsWebAuthnAutofill as autofillSupported };
-
-const OFFLINE = "We could not reach the server. Check your connection and try again.";
-const GENERIC = "Something went wrong with the passkey. Try again, or choose another way.";
 
 /** A failure with a message for the person. */
 export class PasskeyProblem extends Error {}
@@ -25,35 +23,35 @@ async function json(response) {
   }
 }
 
-async function request(url, init) {
+async function request(url, init, text) {
   try {
     return await fetch(url, { credentials: "same-origin", ...init, headers: { Accept: "application/json", ...init?.headers } });
   } catch {
-    throw new PasskeyProblem(OFFLINE);
+    throw new PasskeyProblem(text.offline);
   }
 }
 
 /** The options for `action`; a `{url}` to go to first instead (a confirmation). */
-async function getOptions(authBase, action) {
-  const response = await request(`${authBase}/webauthn-options/passkey?action=${action}`);
+async function getOptions(authBase, action, text) {
+  const response = await request(`${authBase}/webauthn-options/passkey?action=${action}`, undefined, text);
   const body = await json(response);
   if (response.ok && body.options) return body;
   if (body.url) return { url: body.url }; // RecentSignInRequired: confirm it is you first
-  if (response.status === 401) throw new PasskeyProblem("Sign in first, then add a passkey.");
-  throw new PasskeyProblem(GENERIC);
+  if (response.status === 401) throw new PasskeyProblem(text.signInFirst);
+  throw new PasskeyProblem(text.generic);
 }
 
 /** Post the ceremony's answer; return where to go (a sign-in, or the error's page). */
-async function finish(authBase, fields) {
+async function finish(authBase, fields, text) {
   const response = await request(`${authBase}/callback/passkey`, {
     method: "POST",
     headers: { "Content-Type": "application/x-www-form-urlencoded", "X-Auth-Return-Redirect": "1" },
     body: new URLSearchParams({ ...fields, json: "true" }),
-  });
+  }, text);
   const body = await json(response);
   if (body.url) return body.url;
   if (body.confirmUrl) return body.confirmUrl; // the sign-in went stale meanwhile
-  throw new PasskeyProblem(body.message ?? GENERIC);
+  throw new PasskeyProblem(body.message ?? text.generic);
 }
 
 // A browser holds one challenge cookie, so ceremonies take turns: each fetches its options
@@ -63,9 +61,9 @@ async function finish(authBase, fields) {
 let newest = 0;
 let optionsInFlight = Promise.resolve();
 
-async function optionsInTurn(authBase, action) {
+async function optionsInTurn(authBase, action, text) {
   const mine = ++newest;
-  const fetched = optionsInFlight.then(() => getOptions(authBase, action));
+  const fetched = optionsInFlight.then(() => getOptions(authBase, action, text));
   optionsInFlight = fetched.catch(() => {});
   const body = await fetched;
   if (mine !== newest && !body.url) throw new DOMException("a newer passkey ceremony started", "AbortError");
@@ -76,37 +74,37 @@ async function optionsInTurn(authBase, action) {
  * Sign in with a passkey (any of this site's, chosen in the browser's dialog or, with
  * `autofill`, from the e-mail field's suggestions); return the URL to go to.
  */
-export async function signInWithPasskey({ authBase, csrfToken, callbackUrl, autofill = false }) {
-  const { options, url } = await optionsInTurn(authBase, "authenticate");
+export async function signInWithPasskey({ authBase, csrfToken, callbackUrl, autofill = false, text }) {
+  const { options, url } = await optionsInTurn(authBase, "authenticate", text);
   if (url) return url;
   const credential = await startAuthentication({ optionsJSON: options, useBrowserAutofill: autofill });
   const fields = { csrfToken, action: "authenticate", data: JSON.stringify(credential) };
   if (callbackUrl) fields.callbackUrl = callbackUrl;
-  return finish(authBase, fields);
+  return finish(authBase, fields, text);
 }
 
 /** Create a passkey for the signed-in person, named `name` (empty: the server picks); return the URL to go to. */
-export async function addPasskey({ authBase, csrfToken, name }) {
-  const { options, url } = await optionsInTurn(authBase, "register");
+export async function addPasskey({ authBase, csrfToken, name, text }) {
+  const { options, url } = await optionsInTurn(authBase, "register", text);
   if (url) return url;
   const credential = await startRegistration({ optionsJSON: options });
-  return finish(authBase, { csrfToken, action: "register", name, data: JSON.stringify(credential) });
+  return finish(authBase, { csrfToken, action: "register", name, data: JSON.stringify(credential) }, text);
 }
 
-/** The message for a failed ceremony; null when it was cancelled by the page itself. */
-export function problemMessage(error) {
+/** The message for a failed ceremony, from `text`; null when the page itself cancelled it. */
+export function problemMessage(error, text) {
   if (error instanceof PasskeyProblem) return error.message;
   switch (error?.name) {
     case "AbortError":
       return null; // another ceremony replaced this one
     case "NotAllowedError":
-      return "No passkey was used: it was cancelled, timed out, or this device has none for this site.";
+      return text.notAllowed;
     case "InvalidStateError":
-      return "This device already has a passkey for your account.";
+      return text.registered;
     case "SecurityError":
-      return "Passkeys do not work at this address.";
+      return text.wrongAddress;
     default:
-      return GENERIC;
+      return text.generic;
   }
 }
 

@@ -6,7 +6,7 @@
 //   <button data-passkey="signin">            a passkey sign-in (data-callback-url: where to go)
 //   <button data-passkey="second-factor">     a passkey as the second step of a sign-in
 // A [data-passkey-message] element beside them (or elsewhere on the page) shows what went
-// wrong. The page says where the auth routes are in
+// wrong. The page says where the auth routes are, and gives the words to say, in
 // <script type="application/json" id="passkey-data"> (templates/auth/_passkey_script.html).
 // Sections htmx swaps in later are wired as they arrive.
 import { addPasskey, go, passkeysSupported, problemMessage, signInWithPasskey } from "./ceremony.js";
@@ -34,7 +34,7 @@ async function csrfToken(authBase) {
 }
 
 /** Run `ceremony` on `eventName`, one at a time; go where it ends, or say what went wrong. */
-function wire(element, eventName, ceremony) {
+function wire(element, eventName, ceremony, text) {
   const button = element.matches("button") ? element : element.querySelector("button");
   element.addEventListener(eventName, async (event) => {
     event.preventDefault();
@@ -46,7 +46,7 @@ function wire(element, eventName, ceremony) {
       go(await ceremony());
       return; // leaving the page: it stays busy
     } catch (error) {
-      say(element, problemMessage(error));
+      say(element, problemMessage(error, text));
     }
     button.disabled = false;
     element.setAttribute("aria-busy", "false");
@@ -61,27 +61,37 @@ function wireWithin(root, data) {
     if (data.problem || !passkeysSupported()) {
       // Nothing to offer. The account page says why; the sign-in steps offer other ways.
       if (element.dataset.passkey === "register") {
-        say(element, data.problem ?? "This browser cannot create passkeys.");
+        say(element, data.problem ?? data.text.unsupported);
       }
       continue;
     }
     element.hidden = false;
     say(element, ""); // the page's words for a browser without the script
     if (element.dataset.passkey === "register") {
-      wire(element, "submit", async () =>
-        addPasskey({
-          authBase: data.authBase,
-          csrfToken: await csrfToken(data.authBase),
-          name: element.elements.name?.value ?? "",
-        }),
+      wire(
+        element,
+        "submit",
+        async () =>
+          addPasskey({
+            authBase: data.authBase,
+            csrfToken: await csrfToken(data.authBase),
+            name: element.elements.name?.value ?? "",
+            text: data.text,
+          }),
+        data.text,
       );
     } else {
-      wire(element, "click", async () =>
-        signInWithPasskey({
-          authBase: data.authBase,
-          csrfToken: await csrfToken(data.authBase),
-          callbackUrl: element.dataset.callbackUrl,
-        }),
+      wire(
+        element,
+        "click",
+        async () =>
+          signInWithPasskey({
+            authBase: data.authBase,
+            csrfToken: await csrfToken(data.authBase),
+            callbackUrl: element.dataset.callbackUrl,
+            text: data.text,
+          }),
+        data.text,
       );
     }
   }

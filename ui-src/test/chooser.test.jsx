@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { afterEach, test } from "node:test";
 import { cleanup, fireEvent, render, screen, within } from "@testing-library/react";
 import { Chooser } from "../chooser/Chooser.jsx";
+import { chooserText } from "./texts.js";
 
 afterEach(cleanup);
 
@@ -23,6 +24,7 @@ const page = {
   authBase: "/auth", callbackUrl: "/account", email: "", error: null,
   logos: { github: "/static/logos/github.svg" },
   credentials: { demo: { fields: [{ name: "email", label: "E-mail", type: "email" }, { name: "password", label: "Password", type: "password" }], demo: true } },
+  text: chooserText,
 };
 
 function renderChooser(props = {}) {
@@ -39,7 +41,7 @@ test("more than five providers get a filter box that narrows the buttons", () =>
   assert.equal(providerButtons().length, 6);
   fireEvent.change(filter, { target: { value: "git" } });
   assert.deepEqual(providerButtons().map((b) => b.dataset.provider), ["github", "gitlab"]);
-  assert.ok(screen.getByText("2 of 6 providers match"));
+  assert.ok(screen.getByText("Showing 2 of 6"));
   fireEvent.change(filter, { target: { value: "nothing" } });
   assert.ok(screen.getByText(/No provider matches/));
   fireEvent.keyDown(filter, { key: "Escape" });
@@ -139,6 +141,29 @@ test("what was typed into the server's forms before mounting is kept", () => {
   assert.equal(screen.getByLabelText("Password").value, "demo");
 });
 
+test("every word comes from the page's data, in the page's language", () => {
+  const de = {
+    ...chooserText,
+    filterLabel: "Anbieter suchen",
+    providerCount: "6 Anbieter",
+    signInWith: "Mit {name} anmelden",
+    emailLabel: "E-Mail-Adresse",
+    or: "oder",
+    demoTitle: "Nur in der Entwicklung:",
+    demoNote: "Jede E-Mail-Adresse mit dem Passwort {password} meldet an.",
+  };
+  const { container } = renderChooser({ page: { ...page, text: de } });
+  assert.ok(screen.getByLabelText("Anbieter suchen"));
+  assert.ok(screen.getByText("6 Anbieter"));
+  assert.match(providerButtons()[0].textContent, /^Mit GitHub anmelden$/);
+  assert.ok(screen.getByLabelText("E-Mail-Adresse"));
+  assert.equal(screen.getAllByText("oder").length, 2);
+  const note = container.querySelector(".note");
+  assert.equal(note.textContent, "Nur in der Entwicklung: Jede E-Mail-Adresse mit dem Passwort demo meldet an.");
+  assert.equal(note.querySelector("code").textContent, "demo");
+  assert.doesNotMatch(container.textContent, /Sign in|E-mail address|providers/);
+});
+
 // -- passkeys -------------------------------------------------------------------------
 
 class FakeProblem extends Error {}
@@ -167,7 +192,7 @@ test("a passkey button signs in and goes where the server says", async () => {
   render(<Chooser providers={withPasskey} csrfToken="tok" page={page} storage={memoryStorage()} passkeys={passkeys} />);
   fireEvent.click(screen.getByRole("button", { name: "Sign in with a passkey" }));
   await new Promise((resolve) => setTimeout(resolve, 0));
-  assert.deepEqual(passkeys.calls.signIn, [{ authBase: "/auth", csrfToken: "tok", callbackUrl: "/account" }]);
+  assert.deepEqual(passkeys.calls.signIn, [{ authBase: "/auth", csrfToken: "tok", callbackUrl: "/account", text: chooserText.passkey }]);
   assert.deepEqual(passkeys.calls.went, ["http://localhost/account"]);
   // The passkey is not a form of its own, and the e-mail fields offer passkeys as suggestions.
   assert.equal(document.querySelectorAll("form").length, 2);

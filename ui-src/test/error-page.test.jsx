@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { afterEach, test } from "node:test";
 import { act, cleanup, fireEvent, render, screen } from "@testing-library/react";
 import { ErrorPage } from "../error-page/ErrorPage.jsx";
+import { errorPageText } from "./texts.js";
 
 afterEach(cleanup);
 
@@ -13,6 +14,7 @@ const view = {
   steps: [{ label: "Request a new sign-in link", href: "/auth/signin" }, { label: "Go to the home page", href: "/" }],
   retry: true,
   requestId: "req-1234abcd",
+  text: errorPageText,
 };
 const storage = (value) => ({ getItem: () => (value ? JSON.stringify(value) : null), setItem() {} });
 
@@ -39,4 +41,13 @@ test("copies the reference and says so", async () => {
   await act(async () => fireEvent.click(screen.getByRole("button", { name: "Copy reference" })));
   assert.deepEqual(copied, ["req-1234abcd"]);
   assert.ok(screen.getByText("Reference copied."));
+});
+
+test("says the reference in the page's language, the values in place", () => {
+  const text = { ...errorPageText, referenceAndCode: "مرجع: {reference} · الرمز {code}", lastUsed: "آخر مرة: {name}." };
+  const { container } = render(<ErrorPage view={{ ...view, text }} storage={storage({ id: "github", name: "GitHub" })} />);
+  const reference = container.querySelector(".reference");
+  assert.equal(reference.textContent, "مرجع: req-1234abcd · الرمز Verification");
+  assert.deepEqual([...reference.querySelectorAll("code")].map((c) => c.textContent), ["req-1234abcd", "Verification"]);
+  assert.ok(screen.getByText("آخر مرة: GitHub."));
 });

@@ -26,19 +26,19 @@ test("valid e-mail addresses pass", () => {
   }
 });
 
-test("invalid e-mail addresses get a message that says what is wrong", () => {
+test("invalid e-mail addresses get the key of the message that says what is wrong", () => {
   const cases = {
-    "": /Enter your e-mail/,
-    "ann": /one @/,
-    "ann@@example.com": /one @/,
-    "@example.com": /before the @/,
-    "ann@example": /after the @/,
-    "ann@.example.com": /after the @/,
-    "ann @example.com": /spaces or quotes/,
-    '"ann"@example.com': /spaces or quotes/,
-    [`${"a".repeat(250)}@example.com`]: /too long/,
+    "": "empty",
+    "ann": "oneAt",
+    "ann@@example.com": "oneAt",
+    "@example.com": "local",
+    "ann@example": "domain",
+    "ann@.example.com": "domain",
+    "ann @example.com": "spaces",
+    '"ann"@example.com': "spaces",
+    [`${"a".repeat(250)}@example.com`]: "tooLong",
   };
   for (const [value, expected] of Object.entries(cases)) {
-    assert.match(emailProblem(value) ?? "", expected, JSON.stringify(value));
+    assert.equal(emailProblem(value), expected, JSON.stringify(value));
   }
 });

@@ -25,6 +25,7 @@ from webapp.auth.sessions import AuthSession, end_current_session
 from webapp.clock import utcnow
 from webapp.database import execute_counting
 from webapp.extensions import db
+from webapp.i18n import gettext, ngettext
 from webapp.models import (
     Account,
     Authenticator,
@@ -201,7 +202,7 @@ def account_overview(*, user_id: int, session: AuthSession) -> Overview:
     """Return everything the account page shows for the signed-in user."""
     user = db.session.get(User, user_id)
     if user is None:
-        raise AccountError(NOT_FOUND, "This account no longer exists.")
+        raise AccountError(NOT_FOUND, gettext("This account no longer exists."))
     accounts = _accounts(user_id)
     passkeys = _passkeys(user_id)
     linked = {a.provider for a in accounts}
@@ -310,7 +311,7 @@ def confirmation_methods(*, user_id: int) -> list[ConfirmMethod]:
     verified address, an e-mail link or code (an unverified one proves nothing)."""
     user = db.session.get(User, user_id)
     if user is None:
-        raise AccountError(NOT_FOUND, "This account no longer exists.")
+        raise AccountError(NOT_FOUND, gettext("This account no longer exists."))
     configured = providers()
     methods = []
     for account in _accounts(user_id):
@@ -320,7 +321,7 @@ def confirmation_methods(*, user_id: int) -> list[ConfirmMethod]:
         if provider.type in LINKABLE_TYPES:
             methods.append(ConfirmMethod("oauth", provider.id, provider.name))
         elif provider.type == "credentials":
-            fields = tuple((f.name, f.label, f.type) for f in getattr(provider, "fields", ()))
+            fields = tuple((f.name, f.shown_label, f.type) for f in getattr(provider, "fields", ()))
             methods.append(
                 ConfirmMethod(
                     "credentials", provider.id, provider.name, account.provider_account_id, fields
@@ -357,18 +358,24 @@ def unlink_account(*, user_id: int, account_id: int, current: AuthSession) -> Si
     accounts = _accounts(user_id)
     account = next((a for a in accounts if a.id == account_id), None)
     if user is None or account is None:
-        raise AccountError(NOT_FOUND, "That sign-in method is not linked to your account.")
+        raise AccountError(NOT_FOUND, gettext("That sign-in method is not linked to your account."))
     if _follows_address(account, user):
         raise AccountError(
             EMAIL_KEPT,
-            f"E-mail sign-in comes with your verified address ({user.email}), so it cannot "
-            "be removed. Two-step verification makes a link alone not enough.",
+            gettext(
+                "E-mail sign-in comes with your verified address (%(address)s), so it cannot "
+                "be removed. Two-step verification makes a link alone not enough.",
+                address=user.email,
+            ),
         )
     if not _leaves_a_method(user, accounts, _passkeys(user_id)):
         raise AccountError(
             LAST_METHOD,
-            f"{provider_name(account.provider)} is your only way to sign in, so it cannot be "
-            "removed. Link another provider first.",
+            gettext(
+                "%(provider)s is your only way to sign in, so it cannot be removed. Link "
+                "another provider first.",
+                provider=provider_name(account.provider),
+            ),
         )
     revoke_tokens(account, forget=False)
     db.session.delete(account)
@@ -402,12 +409,15 @@ def remove_passkey(*, user_id: int, passkey_id: int, current: AuthSession) -> Pa
     passkey = _passkey(user_id, passkey_id)
     user = db.session.get(User, user_id)
     if user is None:
-        raise AccountError(NOT_FOUND, "This account no longer exists.")
+        raise AccountError(NOT_FOUND, gettext("This account no longer exists."))
     if _passkeys_offered() and not _leaves_a_method(user, _accounts(user_id), _passkeys(user_id)):
         raise AccountError(
             LAST_METHOD,
-            f"“{passkey.name}” is your only way to sign in, so it cannot be removed. Add "
-            "another passkey or link a provider first.",
+            gettext(
+                "“%(name)s” is your only way to sign in, so it cannot be removed. Add another "
+                "passkey or link a provider first.",
+                name=passkey.name,
+            ),
         )
     db.session.delete(passkey)
     audit.record(
@@ -423,7 +433,9 @@ def remove_passkey(*, user_id: int, passkey_id: int, current: AuthSession) -> Pa
 def _passkey(user_id: int, passkey_id: int) -> Authenticator:
     passkey = db.session.get(Authenticator, passkey_id)
     if passkey is None or passkey.user_id != user_id:
-        raise AccountError(NOT_FOUND, "That passkey is not (or no longer) part of your account.")
+        raise AccountError(
+            NOT_FOUND, gettext("That passkey is not (or no longer) part of your account.")
+        )
     return passkey
 
 
@@ -442,7 +454,7 @@ def end_session(*, user_id: int, session_id: int, current: AuthSession) -> bool:
         delete(Session).where(Session.id == session_id, Session.user_id == user_id)
     )
     if not deleted:
-        raise AccountError(NOT_FOUND, "That session has already ended.")
+        raise AccountError(NOT_FOUND, gettext("That session has already ended."))
     audit.record(
         audit.Event.SESSION_REVOKED,
         user_id=user_id,
@@ -478,11 +490,13 @@ def delete_account(*, user_id: int, current: AuthSession, confirmation: str) -> 
     tokens are revoked at its provider first (failures there do not stop the deletion).
     """
     if confirmation.strip() != DELETE_CONFIRMATION:
-        raise AccountError(NOT_CONFIRMED, f"Type {DELETE_CONFIRMATION} to confirm.")
+        raise AccountError(
+            NOT_CONFIRMED, gettext("Type %(word)s to confirm.", word=DELETE_CONFIRMATION)
+        )
     require_recent(current)
     user = db.session.get(User, user_id)
     if user is None:
-        raise AccountError(NOT_FOUND, "This account no longer exists.")
+        raise AccountError(NOT_FOUND, gettext("This account no longer exists."))
     for account in _accounts(user_id):
         revoke_tokens(account, forget=False)
     notices.account_deleted(user)
@@ -512,6 +526,11 @@ def require_recent(current: AuthSession) -> None:
     if not reauth.is_recent(current):
         raise AccountError(
             REAUTH_REQUIRED,
-            f"For your safety, this needs a sign-in in the last {reauth.window_minutes()} "
-            "minutes. Confirm it is you, and you will be brought back here.",
+            ngettext(
+                "For your safety, this needs a sign-in in the last %(num)d minute. Confirm it "
+                "is you, and you will be brought back here.",
+                "For your safety, this needs a sign-in in the last %(num)d minutes. Confirm it "
+                "is you, and you will be brought back here.",
+                reauth.window_minutes(),
+            ),
         )

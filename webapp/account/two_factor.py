@@ -19,6 +19,7 @@ from webapp.auth.errors import AccountError
 from webapp.auth.sessions import AuthSession
 from webapp.clock import utcnow
 from webapp.extensions import db
+from webapp.i18n import gettext
 from webapp.models import Authenticator, RecoveryCode, TotpAuthenticator, User
 from webapp.settings import current_settings
 
@@ -74,7 +75,7 @@ def begin_setup(*, user_id: int, current: AuthSession) -> Setup:
     user = _user(user_id)
     row = _setup_row(user_id)
     if row is not None and row.confirmed_at is not None:
-        raise AccountError(ALREADY_ON, "Two-step verification is already on.")
+        raise AccountError(ALREADY_ON, gettext("Two-step verification is already on."))
     if row is None or row.secret is None or row.created_at + SETUP_REUSE < utcnow():
         if row is not None:
             db.session.delete(row)
@@ -96,9 +97,13 @@ def confirm_setup(*, user_id: int, current: AuthSession, code: str) -> list[str]
     require_recent(current)
     row = _setup_row(user_id)
     if row is None or row.confirmed_at is not None:
-        raise AccountError(NOT_ON, "Start the set-up again: that key is no longer waiting.")
+        raise AccountError(
+            NOT_ON, gettext("Start the set-up again: that key is no longer waiting.")
+        )
     if not totp.spend(row, code[:64]):
-        raise AccountError(WRONG_CODE, "That code is not right. Check the app and try again.")
+        raise AccountError(
+            WRONG_CODE, gettext("That code is not right. Check the app and try again.")
+        )
     row.confirmed_at = utcnow()
     return recovery_codes.replace_codes(user_id)
 
@@ -107,7 +112,7 @@ def turn_off(*, user_id: int, current: AuthSession) -> None:
     """Remove the authenticator app and the recovery codes."""
     require_recent(current)
     if not second_factor.has_second_factor(user_id):
-        raise AccountError(NOT_ON, "Two-step verification is not on.")
+        raise AccountError(NOT_ON, gettext("Two-step verification is not on."))
     remove_all(user_id)
 
 
@@ -115,7 +120,7 @@ def new_recovery_codes(*, user_id: int, current: AuthSession) -> list[str]:
     """Replace the recovery codes (the old ones stop working); return the new ones."""
     require_recent(current)
     if not second_factor.has_second_factor(user_id):
-        raise AccountError(NOT_ON, "Turn on two-step verification first.")
+        raise AccountError(NOT_ON, gettext("Turn on two-step verification first."))
     return recovery_codes.replace_codes(user_id)
 
 
@@ -134,5 +139,5 @@ def _setup_row(user_id: int) -> TotpAuthenticator | None:
 def _user(user_id: int) -> User:
     user = db.session.get(User, user_id)
     if user is None:
-        raise AccountError(NOT_FOUND, "This account no longer exists.")
+        raise AccountError(NOT_FOUND, gettext("This account no longer exists."))
     return user

@@ -36,6 +36,7 @@ from webapp.auth.redirects import is_safe_callback_url
 from webapp.auth.sessions import AuthSession, current_session
 from webapp.caching import mark_personal
 from webapp.extensions import login_manager
+from webapp.i18n import gettext, ngettext
 
 bp = Blueprint("account", __name__)
 # Every answer here is personal, even the signed-out redirect: never cached (ui.csp).
@@ -179,7 +180,12 @@ def unlink(account_id: int) -> ResponseReturnValue:
         removed = flows.unlink_account(
             user_id=current_user.id, account_id=account_id, current=_session()
         )
-        return Done(f"{removed.provider_name} was removed from your sign-in methods.")
+        return Done(
+            gettext(
+                "%(provider)s was removed from your sign-in methods.",
+                provider=removed.provider_name,
+            )
+        )
 
     return _respond("accounts", action, again=url_for("account.unlink_page", account_id=account_id))
 
@@ -191,7 +197,7 @@ def rename_passkey(passkey_id: int) -> ResponseReturnValue:
         renamed = flows.rename_passkey(
             user_id=current_user.id, passkey_id=passkey_id, name=request.form.get("name", "")
         )
-        return Done(f"The passkey is now called “{renamed.name}”.")
+        return Done(gettext("The passkey is now called “%(name)s”.", name=renamed.name))
 
     return _respond("passkeys", action)
 
@@ -203,7 +209,12 @@ def remove_passkey(passkey_id: int) -> ResponseReturnValue:
         removed = flows.remove_passkey(
             user_id=current_user.id, passkey_id=passkey_id, current=_session()
         )
-        return Done(f"The passkey “{removed.name}” was removed; it no longer signs you in.")
+        return Done(
+            gettext(
+                "The passkey “%(name)s” was removed; it no longer signs you in.",
+                name=removed.name,
+            )
+        )
 
     return _respond("passkeys", action, again=url_for("account.overview", _anchor="passkeys"))
 
@@ -213,7 +224,8 @@ def remove_passkey(passkey_id: int) -> ResponseReturnValue:
 def end_session(session_id: int) -> ResponseReturnValue:
     def action() -> Done:
         own = flows.end_session(user_id=current_user.id, session_id=session_id, current=_session())
-        return Done("You are signed out." if own else "That session was signed out.", own)
+        message = gettext("You are signed out.") if own else gettext("That session was signed out.")
+        return Done(message, own)
 
     return _respond("sessions", action)
 
@@ -223,7 +235,11 @@ def end_session(session_id: int) -> ResponseReturnValue:
 def end_others() -> ResponseReturnValue:
     def action() -> Done:
         count = flows.end_other_sessions(user_id=current_user.id, current=_session())
-        return Done(f"Signed out {count} other session{'' if count == 1 else 's'}.")
+        return Done(
+            ngettext(
+                "Signed out %(num)d other session.", "Signed out %(num)d other sessions.", count
+            )
+        )
 
     return _respond("sessions", action, again=url_for("account.overview", _anchor="sessions"))
 
@@ -273,7 +289,7 @@ def two_factor_new_codes() -> ResponseReturnValue:
 def two_factor_off() -> ResponseReturnValue:
     def action() -> Done:
         two_factor.turn_off(user_id=current_user.id, current=_session())
-        return Done("Two-step verification is off; your recovery codes no longer work.")
+        return Done(gettext("Two-step verification is off; your recovery codes no longer work."))
 
     return _respond("two-factor", action, again=url_for("account.overview", _anchor="two-factor"))
 
@@ -288,9 +304,9 @@ def confirm_with_code() -> ResponseReturnValue:
     except (WrongCode, TooManyCodes) as exc:
         transactions.discard()
         problem = (
-            "That code is not right. Try again."
+            gettext("That code is not right. Try again.")
             if isinstance(exc, WrongCode)
-            else "Too many wrong codes for now. Wait a while, or confirm another way."
+            else gettext("Too many wrong codes for now. Wait a while, or confirm another way.")
         )
         return _confirm_page(next_path, problem), 400 if isinstance(exc, WrongCode) else 429
     return redirect(next_path, code=303)
@@ -302,7 +318,9 @@ def delete() -> ResponseReturnValue:
     def action() -> Done:
         confirmation = request.form.get("confirm", "")
         flows.delete_account(user_id=current_user.id, current=_session(), confirmation=confirmation)
-        return Done("Your account and everything linked to it were deleted.", signed_out=True)
+        return Done(
+            gettext("Your account and everything linked to it were deleted."), signed_out=True
+        )
 
     return _respond("delete", action, again=url_for("account.overview", _anchor="delete"))
 

@@ -31,3 +31,4 @@ def init_app(app: Flask, conf: Settings) -> None:
     app.add_template_global(email.link_lifetime, "email_link_lifetime")
     app.add_template_global(qr_svg)
     app.add_template_global(passkeys.unavailable_reason, "passkey_problem")
+    app.add_template_global(passkeys.passkey_texts)

@@ -31,7 +31,7 @@ from sqlalchemy import ColumnElement, Insert, insert, or_, select, tuple_
 
 from webapp import transactions
 from webapp.auth.addresses import address_or_none
-from webapp.auth.devices import describe_device
+from webapp.auth.devices import device_label
 from webapp.auth.ratelimit import identifier_hash
 from webapp.clock import utcnow
 from webapp.database import delete_in_batches
@@ -176,7 +176,7 @@ def this_device() -> str:
     reaches a notice, where mail programs would make it a link.
     """
     agent = request.headers.get("User-Agent", "")[: current_settings().user_agent_max_length]
-    label = _LABEL_UNSAFE.sub("", describe_device(agent, version=False))
+    label = _LABEL_UNSAFE.sub("", device_label(agent))
     return " ".join(label.split())[:128] or "Unknown device"
 
 

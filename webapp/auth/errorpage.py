@@ -11,13 +11,15 @@ from typing import Any
 from flask import render_template
 
 from webapp.auth.errors import ERROR_PAGE, Code, error_page_code
+from webapp.i18n import N_, gettext
 from webapp.observability import current_request_id
 from webapp.settings import current_settings
 
-#: The first step offered for codes whose best next step is not "sign in again".
+#: The first step offered, unless the code's best next step is another (``_FIRST_STEP``).
+_RETRY = N_("Try signing in again")
 _FIRST_STEP = {
-    "Verification": "Request a new sign-in link",
-    "AccessDenied": "Sign in with another account",
+    "Verification": N_("Request a new sign-in link"),
+    "AccessDenied": N_("Sign in with another account"),
 }
 
 
@@ -26,30 +28,30 @@ _HTTP_TEXTS = {
     400: Code(
         ERROR_PAGE,
         400,
-        "That request was not understood",
-        "Something in what your browser sent could not be read.",
-        "Go back and try again from the page's own buttons and links.",
+        N_("That request was not understood"),
+        N_("Something in what your browser sent could not be read."),
+        N_("Go back and try again from the page's own buttons and links."),
     ),
     404: Code(
         ERROR_PAGE,
         404,
-        "Page not found",
-        "There is no page at this address. It may have moved, or the link may be incomplete.",
-        "Check the address, or start again from the home page.",
+        N_("Page not found"),
+        N_("There is no page at this address. It may have moved, or the link may be incomplete."),
+        N_("Check the address, or start again from the home page."),
     ),
     405: Code(
         ERROR_PAGE,
         405,
-        "That page cannot be used this way",
-        "The page exists, but not for what your browser asked of it.",
-        "Go back and use the page's own buttons and links.",
+        N_("That page cannot be used this way"),
+        N_("The page exists, but not for what your browser asked of it."),
+        N_("Go back and use the page's own buttons and links."),
     ),
     413: Code(
         ERROR_PAGE,
         413,
-        "Too much was sent",
-        "What your browser sent is larger than this site accepts, so nothing was done.",
-        "Go back and try again with less.",
+        N_("Too much was sent"),
+        N_("What your browser sent is larger than this site accepts, so nothing was done."),
+        N_("Go back and try again with less."),
     ),
 }
 
@@ -63,22 +65,34 @@ def render_error_page(code: str | None, *, status: int | None = None) -> str:
 
 
 def error_view(code: str | None, request_id: str, status: int | None = None) -> dict[str, Any]:
-    """Return the error page model: texts, next steps (label + href), reference."""
-    text = error_page_code(code) if code or status not in _HTTP_TEXTS else _HTTP_TEXTS[status]
-    home = {"label": "Go to the home page", "href": "/"}
+    """Return the error page model, in the request's language: texts, next steps (label +
+    href), reference, and the island's own words (``text``)."""
+    entry = error_page_code(code) if code or status not in _HTTP_TEXTS else _HTTP_TEXTS[status]
+    home = {"label": gettext("Go to the home page"), "href": "/"}
     signin_href = current_settings().base_path + "/signin"
     if code == "Configuration":
         # Sign-in itself is broken: the home page comes first, sign-in is only offered.
-        steps = [home, {"label": "Back to sign in", "href": signin_href}]
+        steps = [home, {"label": gettext("Back to sign in"), "href": signin_href}]
     else:
-        label = _FIRST_STEP.get(code or "", "Try signing in again")
+        label = gettext(_FIRST_STEP.get(code or "", _RETRY))
         steps = [{"label": label, "href": signin_href}, home]
     return {
         "code": code,
-        "title": text.title,
-        "message": text.message,
-        "action": text.action,
+        **entry.texts(),
         "steps": steps,
         "retry": code != "Configuration",
         "requestId": request_id,
+        # {placeholders} are filled in by the island.
+        "text": {
+            "reference": gettext("Reference: %(reference)s", reference="{reference}"),
+            "referenceAndCode": gettext(
+                "Reference: %(reference)s · code %(code)s", reference="{reference}", code="{code}"
+            ),
+            "copy": gettext("Copy reference"),
+            "copied": gettext("Reference copied."),
+            "copyFailed": gettext("Could not copy; select the reference and copy it yourself."),
+            "lastUsed": gettext(
+                "Last time you signed in here with %(provider)s.", provider="{name}"
+            ),
+        },
     }

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from webapp.i18n import N_, gettext
+
 #: Where a code is shown: the sign-in page (the person retries in place), the error page,
 #: or the account area (in place on its pages, JSON in /account/api).
 SIGNIN_PAGE = "signin"
@@ -28,230 +30,247 @@ class Code:
     #: What the person can do next.
     action: str
 
+    def texts(self) -> dict[str, str]:
+        """The title, message and action in the request's language."""
+        return {
+            "title": gettext(self.title),
+            "message": gettext(self.message),
+            "action": gettext(self.action),
+        }
+
 
 _DEFAULT = Code(
     ERROR_PAGE,
     200,
-    "Something went wrong",
-    "We could not complete that request.",
-    "Try signing in again. If it keeps happening, contact the site's support with the "
-    "reference below.",
+    N_("Something went wrong"),
+    N_("We could not complete that request."),
+    N_(
+        "Try signing in again. If it keeps happening, contact the site's support with the "
+        "reference below."
+    ),
 )
 
 CODES: dict[str, Code] = {
     "Signin": Code(
         SIGNIN_PAGE,
         200,
-        "Sign-in failed",
-        "That sign-in option is not available.",
-        "Choose one of the options below.",
+        N_("Sign-in failed"),
+        N_("That sign-in option is not available."),
+        N_("Choose one of the options below."),
     ),
     "OAuthSignin": Code(
         SIGNIN_PAGE,
         200,
-        "Could not reach the sign-in provider",
-        "We could not start sign-in with that provider. It may be down or misconfigured.",
-        "Try again in a moment, or choose another way to sign in.",
+        N_("Could not reach the sign-in provider"),
+        N_("We could not start sign-in with that provider. It may be down or misconfigured."),
+        N_("Try again in a moment, or choose another way to sign in."),
     ),
     "OAuthCallback": Code(
         SIGNIN_PAGE,
         200,
-        "Sign-in could not be verified",
-        "The answer from the sign-in provider did not pass our checks, or it took too long.",
-        "Start again from this page; an old or reused sign-in link does not work twice.",
+        N_("Sign-in could not be verified"),
+        N_("The answer from the sign-in provider did not pass our checks, or it took too long."),
+        N_("Start again from this page; an old or reused sign-in link does not work twice."),
     ),
     "OAuthCreateAccount": Code(
         SIGNIN_PAGE,
         200,
-        "Could not create your account",
-        "You signed in with the provider, but we could not create your account here.",
-        "Try again, or choose another way to sign in.",
+        N_("Could not create your account"),
+        N_("You signed in with the provider, but we could not create your account here."),
+        N_("Try again, or choose another way to sign in."),
     ),
     "EmailCreateAccount": Code(
         SIGNIN_PAGE,
         200,
-        "Could not create your account",
-        "Your e-mail link was valid, but we could not create your account here.",
-        "Try again, or choose another way to sign in.",
+        N_("Could not create your account"),
+        N_("Your e-mail link was valid, but we could not create your account here."),
+        N_("Try again, or choose another way to sign in."),
     ),
     "Callback": Code(
         SIGNIN_PAGE,
         200,
-        "Sign-in was not completed",
-        "The sign-in provider reported a problem and did not sign you in.",
-        "Try again, or choose another way to sign in.",
+        N_("Sign-in was not completed"),
+        N_("The sign-in provider reported a problem and did not sign you in."),
+        N_("Try again, or choose another way to sign in."),
     ),
     "OAuthAccountNotLinked": Code(
         SIGNIN_PAGE,
         200,
-        "This e-mail address is already in use",
-        "An account with the same e-mail address exists, but it was created with another "
-        "sign-in method.",
-        "Sign in the way you did before; once signed in you can link this provider too.",
+        N_("This e-mail address is already in use"),
+        N_(
+            "An account with the same e-mail address exists, but it was created with another "
+            "sign-in method."
+        ),
+        N_("Sign in the way you did before; once signed in you can link this provider too."),
     ),
     "EmailSignin": Code(
         SIGNIN_PAGE,
         200,
-        "Could not send the e-mail",
-        "Check that the address is complete (like ann@example.com), or try again later.",
-        "Enter your address again, or choose another way to sign in.",
+        N_("Could not send the e-mail"),
+        N_("Check that the address is complete (like ann@example.com), or try again later."),
+        N_("Enter your address again, or choose another way to sign in."),
     ),
     "CredentialsSignin": Code(
         SIGNIN_PAGE,
         200,
-        "Sign-in failed",
-        "Those details did not match, or there were too many attempts.",
-        "Check what you entered and try again in a few minutes.",
+        N_("Sign-in failed"),
+        N_("Those details did not match, or there were too many attempts."),
+        N_("Check what you entered and try again in a few minutes."),
     ),
     "PasskeySignin": Code(
         SIGNIN_PAGE,
         200,
-        "Passkey sign-in failed",
-        "That passkey is not registered here, could not be checked, or the request expired.",
-        "Try again, or choose another way to sign in.",
+        N_("Passkey sign-in failed"),
+        N_("That passkey is not registered here, could not be checked, or the request expired."),
+        N_("Try again, or choose another way to sign in."),
     ),
     "SessionRequired": Code(
         SIGNIN_PAGE,
         200,
-        "Please sign in",
-        "You need to be signed in to see that page.",
-        "Sign in below and you will be taken back to it.",
+        N_("Please sign in"),
+        N_("You need to be signed in to see that page."),
+        N_("Sign in below and you will be taken back to it."),
     ),
     "MissingCSRF": Code(
         SIGNIN_PAGE,
         200,
-        "Your form expired",
-        "The page was open too long or was submitted from somewhere else, so we did not act on it.",
-        "Nothing was changed. Please try again from this page.",
+        N_("Your form expired"),
+        N_(
+            "The page was open too long or was submitted from somewhere else, so we did not "
+            "act on it."
+        ),
+        N_("Nothing was changed. Please try again from this page."),
     ),
     "AccessDenied": Code(
         ERROR_PAGE,
         403,
-        "Access denied",
-        "You do not have permission to sign in here, or sign-in was cancelled.",
-        "If you think this is a mistake, contact the site's support with the reference below.",
+        N_("Access denied"),
+        N_("You do not have permission to sign in here, or sign-in was cancelled."),
+        N_("If you think this is a mistake, contact the site's support with the reference below."),
     ),
     "Verification": Code(
         ERROR_PAGE,
         403,
-        "This sign-in link no longer works",
-        "The link has expired, was already used, or is incomplete. Each link works once, "
-        "for a limited time.",
-        "Request a new link from the sign-in page.",
+        N_("This sign-in link no longer works"),
+        N_(
+            "The link has expired, was already used, or is incomplete. Each link works once, "
+            "for a limited time."
+        ),
+        N_("Request a new link from the sign-in page."),
     ),
     "SecondFactorExpired": Code(
         SIGNIN_PAGE,
         200,
-        "Sign-in was not finished in time",
-        "The second step of your sign-in expired or was started in another browser.",
-        "Sign in again; you will be asked for your code straight after.",
+        N_("Sign-in was not finished in time"),
+        N_("The second step of your sign-in expired or was started in another browser."),
+        N_("Sign in again; you will be asked for your code straight after."),
     ),
     "SecondFactorPasskey": Code(
         SIGNIN_PAGE,
         200,
-        "Use your code for the second step",
-        "You signed in with a passkey, so the second step needs something else.",
-        "Sign in again and enter the code from your authenticator app, or a recovery code.",
+        N_("Use your code for the second step"),
+        N_("You signed in with a passkey, so the second step needs something else."),
+        N_("Sign in again and enter the code from your authenticator app, or a recovery code."),
     ),
     "SecondFactorThrottled": Code(
         SIGNIN_PAGE,
         200,
-        "Too many wrong codes",
-        "For your safety, sign-in with a code is paused for this account for a while.",
-        "Wait a while, then sign in again. A recovery code works in place of the app.",
+        N_("Too many wrong codes"),
+        N_("For your safety, sign-in with a code is paused for this account for a while."),
+        N_("Wait a while, then sign in again. A recovery code works in place of the app."),
     ),
     "Configuration": Code(
         ERROR_PAGE,
         500,
-        "Server configuration problem",
-        "The site's sign-in is not set up correctly.",
-        "This is not your fault. Please tell the site's support, with the reference below.",
+        N_("Server configuration problem"),
+        N_("The site's sign-in is not set up correctly."),
+        N_("This is not your fault. Please tell the site's support, with the reference below."),
     ),
     # Account actions (the account pages show the message in place; /account/api answers
     # JSON with the status). Their raisers usually give a more precise message.
     "NotFound": Code(
         ACCOUNT,
         404,
-        "Not found",
-        "That is not (or no longer) part of your account.",
-        "Reload your account page.",
+        N_("Not found"),
+        N_("That is not (or no longer) part of your account."),
+        N_("Reload your account page."),
     ),
     "LastSignInMethod": Code(
         ACCOUNT,
         409,
-        "Your only way to sign in",
-        "This is your only way to sign in, so it cannot be removed.",
-        "Link another provider first.",
+        N_("Your only way to sign in"),
+        N_("This is your only way to sign in, so it cannot be removed."),
+        N_("Link another provider first."),
     ),
     "EmailSignInKept": Code(
         ACCOUNT,
         409,
-        "E-mail sign-in stays",
-        "E-mail sign-in comes with your verified address, so it cannot be removed.",
-        "Turn on two-step verification so that a link alone is not enough to sign in.",
+        N_("E-mail sign-in stays"),
+        N_("E-mail sign-in comes with your verified address, so it cannot be removed."),
+        N_("Turn on two-step verification so that a link alone is not enough to sign in."),
     ),
     "WrongCode": Code(
         ACCOUNT,
         400,
-        "That code is not right",
-        "The code did not match your authenticator app.",
-        "Check the app's clock and enter the code it shows now.",
+        N_("That code is not right"),
+        N_("The code did not match your authenticator app."),
+        N_("Check the app's clock and enter the code it shows now."),
     ),
     "TwoFactorAlreadyOn": Code(
         ACCOUNT,
         409,
-        "Two-step verification is already on",
-        "Two-step verification is already on for your account.",
-        "Turn it off first to move it to another app.",
+        N_("Two-step verification is already on"),
+        N_("Two-step verification is already on for your account."),
+        N_("Turn it off first to move it to another app."),
     ),
     "TwoFactorNotOn": Code(
         ACCOUNT,
         409,
-        "Two-step verification is not on",
-        "Two-step verification is not on for your account.",
-        "Set up an authenticator app first.",
+        N_("Two-step verification is not on"),
+        N_("Two-step verification is not on for your account."),
+        N_("Set up an authenticator app first."),
     ),
     "RecentSignInRequired": Code(
         ACCOUNT,
         403,
-        "Confirm it is you",
-        "For your safety, this needs a recent sign-in.",
-        "Confirm it is you, and you will be brought back here.",
+        N_("Confirm it is you"),
+        N_("For your safety, this needs a recent sign-in."),
+        N_("Confirm it is you, and you will be brought back here."),
     ),
     "RefreshAccessTokenError": Code(
         ACCOUNT,
         409,
-        "Sign in with the provider again",
-        "Your access at the sign-in provider has ended, so we cannot act there for you.",
-        "Sign in with that provider again.",
+        N_("Sign in with the provider again"),
+        N_("Your access at the sign-in provider has ended, so we cannot act there for you."),
+        N_("Sign in with that provider again."),
     ),
     "ProviderUnavailable": Code(
         ACCOUNT,
         503,
-        "The sign-in provider is not answering",
-        "We could not reach the sign-in provider just now. Nothing was changed.",
-        "Try again in a moment.",
+        N_("The sign-in provider is not answering"),
+        N_("We could not reach the sign-in provider just now. Nothing was changed."),
+        N_("Try again in a moment."),
     ),
     "PasskeyNotAdded": Code(
         ACCOUNT,
         400,
-        "The passkey was not added",
-        "Your device's answer could not be checked, or the request expired.",
-        "Try adding it again.",
+        N_("The passkey was not added"),
+        N_("Your device's answer could not be checked, or the request expired."),
+        N_("Try adding it again."),
     ),
     "InvalidName": Code(
         ACCOUNT,
         400,
-        "Check the name",
-        "A name needs 1 to 64 characters, and no control characters.",
-        "Type a name of at most 64 characters.",
+        N_("Check the name"),
+        N_("A name needs 1 to 64 characters, and no control characters."),
+        N_("Type a name of at most 64 characters."),
     ),
     "ConfirmationRequired": Code(
         ACCOUNT,
         400,
-        "Please confirm",
-        "This action needs you to confirm it first.",
-        "Type the confirmation asked for.",
+        N_("Please confirm"),
+        N_("This action needs you to confirm it first."),
+        N_("Type the confirmation asked for."),
     ),
 }
 
@@ -305,4 +324,4 @@ class AccountError(CodedError):
 
     def __init__(self, code: str, message: str | None = None) -> None:
         super().__init__(code, message)
-        self.message = message or code_for(code).message
+        self.message = message or gettext(code_for(code).message)

@@ -29,8 +29,10 @@ from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
 import jinja2
+from flask_babel import get_translations
 
 from webapp.clock import utcnow
+from webapp.i18n import current_language, gettext
 from webapp.settings import ConfigError, Settings, is_loopback_url
 
 log = logging.getLogger(__name__)
@@ -182,9 +184,11 @@ SIGNIN_MESSAGE = "signin"
 
 
 class MessageTemplates:
-    """Renders ``<name>.txt`` and ``<name>.html`` (HTML autoescaped) and the subject line."""
+    """Renders ``<name>.txt`` and ``<name>.html`` (HTML autoescaped) and the subject line,
+    in the language of the request that sends them (``_``, ``ngettext`` and
+    ``current_language`` work as in the pages)."""
 
-    def __init__(self, *, subject: str, override_folder: str | None = None) -> None:
+    def __init__(self, *, subject: str | None, override_folder: str | None = None) -> None:
         folders = [str(BUILTIN_TEMPLATES)]
         if override_folder is not None:
             if not Path(override_folder).is_dir():
@@ -195,20 +199,32 @@ class MessageTemplates:
             autoescape=jinja2.select_autoescape(["html"], default_for_string=False),
             # A misspelt variable in an override must fail loudly, not send a blank link.
             undefined=jinja2.StrictUndefined,
+            extensions=["jinja2.ext.i18n"],
         )
+        # As Flask-Babel installs them in the pages' environment (the same catalogue).
+        self.env.install_gettext_callables(  # type: ignore[attr-defined]
+            gettext=lambda s: get_translations().ugettext(s),
+            ngettext=lambda s, p, n: get_translations().ungettext(s, p, n),
+            newstyle=True,
+        )
+        self.env.globals["current_language"] = current_language
         try:
-            self.subject = self.env.from_string(subject)
+            self.subject = None if subject is None else self.env.from_string(subject)
         except jinja2.TemplateSyntaxError as exc:
             raise ConfigError(f"EMAIL_SUBJECT is not a valid template: {exc}") from None
 
     def render(self, name: str, context: Mapping[str, Any]) -> tuple[str, str, str]:
         """Return ``(subject, text, html)`` for template ``name``."""
-        # Header injection is impossible anyway (EmailMessage refuses newlines); this keeps
-        # a subject template that spans lines readable.
-        template = (
-            self.subject if name == SIGNIN_MESSAGE else self.env.get_template(f"{name}.subject.txt")
-        )
-        subject = " ".join(template.render(context).split())
+        if name != SIGNIN_MESSAGE:
+            template = self.env.get_template(f"{name}.subject.txt")
+            subject = " ".join(template.render(context).split())
+        elif self.subject is None:
+            # The sign-in message's built-in subject.
+            subject = gettext("Sign in to %(site)s", site=context["site"])
+        else:
+            # Header injection is impossible anyway (EmailMessage refuses newlines); this
+            # keeps a subject template that spans lines readable.
+            subject = " ".join(self.subject.render(context).split())
         text = self.env.get_template(f"{name}.txt").render(context)
         html = self.env.get_template(f"{name}.html").render(context)
         return subject, text, html

@@ -48,6 +48,7 @@ from webauthn.helpers.structs import (
 
 from webapp import jsonsafe
 from webapp.auth import urls
+from webapp.i18n import gettext
 from webapp.settings import current_settings, is_ip_address
 
 #: The longest credential response accepted (characters of JSON). Real ones are a few
@@ -134,11 +135,30 @@ def unavailable_reason() -> str | None:
     if current_settings().is_development:
         parts = urlsplit(urls.origin())
         local = f"http://localhost{f':{parts.port}' if parts.port else ''}"
-        return (
-            f"Passkeys need a domain name: start with AUTH_URL={local}"
-            f"{current_settings().base_path} and open {local}"
+        return gettext(
+            "Passkeys need a domain name: start with AUTH_URL=%(auth_url)s and open %(site)s",
+            auth_url=local + current_settings().base_path,
+            site=local,
         )
-    return "Passkeys need the site to have a domain name."
+    return gettext("Passkeys need the site to have a domain name.")
+
+
+def passkey_texts() -> dict[str, str]:
+    """What the passkey ceremonies (ui-src/passkey) may say, in the request's language."""
+    return {
+        "offline": gettext("We could not reach the server. Check your connection and try again."),
+        "generic": gettext(
+            "Something went wrong with the passkey. Try again, or choose another way."
+        ),
+        "signInFirst": gettext("Sign in first, then add a passkey."),
+        "notAllowed": gettext(
+            "No passkey was used: it was cancelled, timed out, or this device has none for "
+            "this site."
+        ),
+        "registered": gettext("This device already has a passkey for your account."),
+        "wrongAddress": gettext("Passkeys do not work at this address."),
+        "unsupported": gettext("This browser cannot create passkeys."),
+    }
 
 
 def user_handle(user_id: int) -> bytes:

@@ -47,6 +47,7 @@ from webapp.auth.redirects import is_safe_callback_url, resolve_redirect
 from webapp.auth.sessions import AuthSession, current_session, session_json
 from webapp.caching import mark_personal
 from webapp.extensions import csrf
+from webapp.i18n import gettext
 from webapp.logsafe import encode
 from webapp.ui import csp
 
@@ -267,7 +268,7 @@ def second_factor_submit() -> Response | tuple[str, int]:
         page = render_template(
             "auth/second_factor.html",
             challenge=current_challenge(),
-            problem={"code": "WrongCode", "message": "That code is not right. Try again."},
+            problem={"code": "WrongCode", "message": gettext("That code is not right. Try again.")},
         )
         return page, 400
 

@@ -36,6 +36,7 @@ from webapp.auth.mail import SIGNIN_MESSAGE, DeliveryError, Mailer
 from webapp.auth.redirects import safe_callback_url
 from webapp.clock import utcnow
 from webapp.extensions import db
+from webapp.i18n import format_moment, ngettext
 from webapp.models import VerificationToken
 from webapp.settings import current_settings
 
@@ -327,7 +328,7 @@ def _keyed_hashes(purpose: str, value: str) -> list[str]:
 def link_lifetime() -> str:
     """How long a link and its code live, in words ("24 hours"), for the message and pages."""
     hours = round(current_settings().email_token_max_age.total_seconds() / 3600)
-    return f"{hours} hours" if hours != 1 else "1 hour"
+    return ngettext("%(num)d hour", "%(num)d hours", hours)
 
 
 def _message_context(*, email: str, url: str, code: str, expires: datetime) -> dict[str, str]:
@@ -340,5 +341,5 @@ def _message_context(*, email: str, url: str, code: str, expires: datetime) -> d
         "url": url,
         "code": f"{code[:4]}-{code[4:]}",
         "expires_in": link_lifetime(),
-        "expires_at": expires.strftime("%Y-%m-%d %H:%M UTC"),
+        "expires_at": format_moment(expires),
     }

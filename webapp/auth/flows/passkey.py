@@ -42,6 +42,7 @@ from webapp.auth.second_factor import MFA, PASSKEY
 from webapp.auth.sessions import AuthSession, current_session
 from webapp.clock import utcnow
 from webapp.extensions import db
+from webapp.i18n import gettext, ngettext
 from webapp.models import Authenticator, User
 
 log = logging.getLogger(__name__)
@@ -175,17 +176,25 @@ def complete_registration(*, data: str, name: str) -> str:
     if not reauth.is_recent(session):
         raise AccountError(
             "RecentSignInRequired",
-            f"For your safety, adding a passkey needs a sign-in in the last "
-            f"{reauth.window_minutes()} minutes. Confirm it is you, then add it again.",
+            ngettext(
+                "For your safety, adding a passkey needs a sign-in in the last %(num)d minute. "
+                "Confirm it is you, then add it again.",
+                "For your safety, adding a passkey needs a sign-in in the last %(num)d minutes. "
+                "Confirm it is you, then add it again.",
+                reauth.window_minutes(),
+            ),
         )
     chosen = clean_name(name) if name.strip() else ""
     if chosen is None:
         raise AccountError("InvalidName")
-    rp = _relying_party_or(AccountError("PasskeyNotAdded", "Passkeys cannot be used here."))
+    rp = _relying_party_or(
+        AccountError("PasskeyNotAdded", gettext("Passkeys cannot be used here."))
+    )
     challenge = take(_register_binding(session.user.id))
     if challenge is None:
         raise AccountError(
-            "PasskeyNotAdded", "The request expired or was already used. Please try again."
+            "PasskeyNotAdded",
+            gettext("The request expired or was already used. Please try again."),
         )
     try:
         new = verify_registration(rp, parse_response(data), challenge=challenge)
@@ -196,7 +205,7 @@ def complete_registration(*, data: str, name: str) -> str:
         select(Authenticator.id).where(Authenticator.credential_id == new.credential_id)
     ).first()
     if taken is not None:
-        raise AccountError("PasskeyNotAdded", "This passkey is registered already.")
+        raise AccountError("PasskeyNotAdded", gettext("This passkey is registered already."))
     passkey = Authenticator(
         user_id=session.user.id,
         credential_id=new.credential_id,

@@ -18,6 +18,7 @@ from webapp.auth.errors import AuthError
 from webapp.auth.flows.credentials import complete_credentials_signin
 from webapp.auth.hooks import UserInfo, current_hooks
 from webapp.auth.providers.base import Outcome, Provider, Redirect
+from webapp.i18n import N_, gettext
 from webapp.settings import ConfigError, Settings
 
 #: The demo hook's only password. The demo exists in development only (settings refuse it
@@ -28,13 +29,20 @@ DEMO_PASSWORD = "demo"
 @dataclass(frozen=True)
 class Field:
     name: str
+    #: As configured; the default fields' labels are in the catalogue.
     label: str
     type: str = "text"
 
+    @property
+    def shown_label(self) -> str:
+        """The label in the request's language (a configured one is shown as it is)."""
+        # Not gettext(""): that is the catalogue's header.
+        return gettext(self.label) if self.label else ""
+
 
 DEFAULT_FIELDS = (
-    Field("email", "E-mail", "email"),
-    Field("password", "Password", "password"),
+    Field("email", N_("E-mail"), "email"),
+    Field("password", N_("Password"), "password"),
 )
 
 

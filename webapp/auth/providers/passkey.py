@@ -21,6 +21,7 @@ from webapp.auth.flows.passkey import (
     complete_registration,
 )
 from webapp.auth.providers.base import Outcome, Provider, Redirect
+from webapp.i18n import gettext
 
 
 class PasskeyProvider(Provider):
@@ -50,7 +51,7 @@ class PasskeyProvider(Provider):
         if action == REGISTER:
             url = complete_registration(data=data, name=str(form.get("name", "")))
             # Shown in the account page's passkeys section (webapp/account/views.py).
-            flash("Passkey added. You can now sign in with it.", "success passkeys")
+            flash(gettext("Passkey added. You can now sign in with it."), "success passkeys")
             return Redirect(url)
         raise AuthError("PasskeySignin", "passkey callback without a known action")
 

@@ -1,0 +1,213 @@
+"""Pages in the reader's language: Flask-Babel's set-up, which locale a request gets, the
+footer's language links, and dates in the locale's words.
+
+The locale is chosen lazily: Flask-Babel calls ``select_locale`` at the first translated
+string of a request, so answers that translate nothing (``GET /auth/session``, ``csrf``,
+``providers``) never pay for it. The order: the person's choice (the ``auth.locale``
+cookie, set by the footer's links to ``GET /language/<code>``), else their browser's
+``Accept-Language``, else ``AUTH_DEFAULT_LOCALE``. Only a shipped locale is ever used or
+written: anything else in the cookie or the header is ignored, and an unknown code in the
+URL is a 404.
+
+The catalogues are ``translations/<code>/LC_MESSAGES/messages.po``; ``scripts/translations``
+extracts, updates and compiles them (the ``.mo`` files are built, not committed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import flask_babel
+from babel import Locale
+from babel.dates import format_skeleton, format_time
+from flask import (
+    Blueprint,
+    Flask,
+    abort,
+    current_app,
+    has_request_context,
+    redirect,
+    request,
+    url_for,
+)
+from flask_babel import Babel, get_locale
+from werkzeug.wrappers import Response
+
+from webapp.auth import cookies
+from webapp.auth.redirects import safe_callback_url
+from webapp.settings import ConfigError, Settings, current_settings
+
+TRANSLATIONS_DIR = Path(__file__).resolve().parent / "translations"
+#: The language the messages are written in: it needs no catalogue.
+SOURCE_LOCALE = "en"
+LOCALE_COOKIE = "auth.locale"
+#: How long the browser keeps the choice: a year, renewed by choosing again.
+COOKIE_MAX_AGE = 365 * 24 * 3600
+#: Where ``create_app`` keeps the shipped languages (``app.extensions``).
+EXTENSION_KEY = "webapp.languages"
+
+bp = Blueprint("i18n", __name__)
+
+
+class CatalogueError(RuntimeError):
+    """A shipped locale's compiled catalogue is missing; the message says how to build it."""
+
+
+@dataclass(frozen=True)
+class Language:
+    """A shipped locale as the pages name it."""
+
+    #: As the catalogue's folder is named, e.g. ``de`` or ``pt_BR``.
+    code: str
+    #: In its own language, e.g. "Deutsch".
+    name: str
+    #: For ``lang`` attributes (BCP 47), e.g. ``pt-BR``.
+    tag: str
+    #: ``ltr`` or ``rtl``, for ``dir`` attributes.
+    direction: str
+
+
+def gettext(text: str, **variables: Any) -> str:
+    """``text`` in the request's language, ``%(name)s`` filled in from ``variables``
+    (Flask-Babel's, which has no type hints)."""
+    return str(flask_babel.gettext(text, **variables))
+
+
+def ngettext(singular: str, plural: str, num: int, **variables: Any) -> str:
+    """The form of ``singular``/``plural`` for ``num`` (``%(num)d``) in the request's language."""
+    return str(flask_babel.ngettext(singular, plural, num, **variables))
+
+
+def N_(text: str) -> str:
+    """Mark ``text`` for the catalogue where it cannot be translated yet (a table built at
+    import); the code that shows it passes it through ``gettext`` then."""
+    return text
+
+
+def shipped_locales() -> tuple[str, ...]:
+    """The source language and every locale with a catalogue, sorted."""
+    found = {p.parent.parent.name for p in TRANSLATIONS_DIR.glob("*/LC_MESSAGES/messages.po")}
+    return tuple(sorted(found | {SOURCE_LOCALE}))
+
+
+def _language(code: str) -> Language:
+    locale = Locale.parse(code)
+    name = locale.get_display_name(locale) or code
+    return Language(
+        code=code,
+        name=name[:1].upper() + name[1:],
+        tag=code.replace("_", "-"),
+        direction="rtl" if locale.text_direction == "rtl" else "ltr",
+    )
+
+
+def init_app(app: Flask, conf: Settings) -> None:
+    """Check the default locale and the compiled catalogues, set up Flask-Babel (its
+    ``_``/``ngettext`` in templates) and add the language route and template helpers."""
+    codes = shipped_locales()
+    if conf.default_locale not in codes:
+        raise ConfigError(
+            f"AUTH_DEFAULT_LOCALE must be one of the shipped locales ({', '.join(codes)}); "
+            f"got {conf.default_locale!r}"
+        )
+    for code in codes:
+        compiled = TRANSLATIONS_DIR / code / "LC_MESSAGES" / "messages.mo"
+        if code != SOURCE_LOCALE and not compiled.is_file():
+            raise CatalogueError(
+                f"{compiled} is missing: run `scripts/translations compile` (scripts/setup does)"
+            )
+    app.extensions[EXTENSION_KEY] = tuple(_language(code) for code in codes)
+    Babel(
+        app,
+        default_locale=conf.default_locale,
+        default_translation_directories=str(TRANSLATIONS_DIR),
+        locale_selector=select_locale,
+    )
+    app.register_blueprint(bp)
+    app.add_template_global(current_language)
+    app.add_template_global(language_links)
+    app.add_template_filter(format_day, "day")
+    app.add_template_filter(format_moment, "moment")
+
+
+def _languages() -> tuple[Language, ...]:
+    languages: tuple[Language, ...] = current_app.extensions[EXTENSION_KEY]
+    return languages
+
+
+def _codes() -> list[str]:
+    """The shipped locales, the default first: a browser that accepts any ("*") gets it."""
+    default = current_settings().default_locale
+    return [default, *(lang.code for lang in _languages() if lang.code != default)]
+
+
+def locale_cookie_name() -> str:
+    return cookies.cookie_name(LOCALE_COOKIE, host_only=True)
+
+
+def select_locale() -> str:
+    """The request's locale (Flask-Babel's selector): see the module's docstring."""
+    codes = _codes()
+    if has_request_context():
+        chosen = request.cookies.get(locale_cookie_name())
+        if chosen in codes:
+            return str(chosen)
+        accepted = request.accept_languages.best_match(codes)
+        if accepted is not None:
+            return accepted
+    return current_settings().default_locale
+
+
+def _locale() -> Locale:
+    # None only outside any application context (a script formatting a date by itself).
+    return get_locale() or Locale.parse(SOURCE_LOCALE)
+
+
+def current_language() -> Language:
+    """The language of the page or message being rendered (its ``lang`` and ``dir``)."""
+    code = str(_locale())
+    return next((lang for lang in _languages() if lang.code == code), _language(code))
+
+
+def language_links() -> list[tuple[Language, str, bool]]:
+    """The footer's links: each language, the URL that picks it, and whether it is the
+    page's. None on the answer to a form (a form shown again with what was wrong): its
+    address would not show that page again."""
+    if request.method not in ("GET", "HEAD"):
+        return []
+    code = current_language().code
+    return [
+        (lang, url_for("i18n.choose", code=lang.code), lang.code == code) for lang in _languages()
+    ]
+
+
+@bp.get("/language/<code>")
+def choose(code: str) -> Response:
+    """Keep ``code`` as this browser's language, then go back to the page the link was on.
+
+    That page is the ``Referer`` (the pages' policy sends it within the site), followed
+    only if it is on this site; without one, the home page. The pages print nothing of
+    the request for the way back.
+    """
+    if code not in _codes():
+        abort(404)
+    cookies.set_cookie(locale_cookie_name(), code, max_age=COOKIE_MAX_AGE)
+    response = redirect(safe_callback_url(request.referrer), code=303)
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+def format_day(moment: datetime) -> str:
+    """A day (UTC) in the page's language: "Nov 24, 2026", "24. Nov. 2026", …"""
+    return format_skeleton("yMMMd", moment, tzinfo=UTC, locale=_locale())
+
+
+def format_moment(moment: datetime) -> str:
+    """A day and a time of day in UTC, without seconds: "Nov 24, 2026, 10:40 PM UTC"."""
+    locale = _locale()
+    time = format_time(moment, "short", tzinfo=UTC, locale=locale)
+    pattern = str(locale.datetime_formats["medium"])
+    return pattern.replace("{1}", format_day(moment)).replace("{0}", time) + " UTC"
