@@ -6,6 +6,7 @@
 --   token=VALUE   one fixed token, or
 --   kind=K n=N    seeded tokens bench-K-<i> for i in 0..N-1 (bench/seed.py), in turn, each
 --                 thread taking every `stride`-th one from its own start
+--   extra=C=V     another cookie sent with it, as a browser holds them (the CSRF cookie)
 --   stride=T      the number of wrk threads (-t)
 --   method=M      the request method (default GET)
 --   body=FORM     a form body; "%d" in it becomes a per-request number, so that each
@@ -33,8 +34,9 @@ function init(args)
   n = tonumber(opts.n or "0")
   stride = tonumber(opts.stride or "1")
   i = id
+  others = opts.extra and ("; " .. opts.extra) or ""
   if opts.cookie and opts.token then
-    wrk.headers["Cookie"] = opts.cookie .. "=" .. opts.token
+    wrk.headers["Cookie"] = opts.cookie .. "=" .. opts.token .. others
   end
   if opts.method then wrk.method = opts.method end
   if opts.body then wrk.headers["Content-Type"] = "application/x-www-form-urlencoded" end
@@ -46,7 +48,7 @@ function request()
   if n > 0 then
     local t = string.format("bench-%s-%032d", opts.kind, i % n)
     i = i + stride
-    wrk.headers["Cookie"] = opts.cookie .. "=" .. t
+    wrk.headers["Cookie"] = opts.cookie .. "=" .. t .. others
     return wrk.format()
   end
   if opts.body then
