@@ -1,4 +1,5 @@
-"""The WSGI entry point: ``flask --app app run`` (production: ``webapp.wsgi:app``, scripts/serve)."""
+"""The WSGI entry point: ``flask --app app run``; in production ``webapp.wsgi:app``
+(scripts/serve)."""
 
 import click
 

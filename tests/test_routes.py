@@ -194,3 +194,13 @@ def test_providers_keep_the_configured_order(make_app, tmp_path):
     client = make_app(AUTH_CONFIG=str(config)).test_client()
     # Then the built-in ones: passkeys are on in development.
     assert list(client.get("/auth/providers").json) == ["z", "y", "x", "passkey"]
+
+
+def test_the_providers_body_is_made_once_per_base_url_and_sent_as_jsonify_sends_json(client):
+    first = client.get("/auth/providers")
+    assert first.mimetype == "application/json"
+    text = first.get_data(as_text=True)
+    # Compact, as every other JSON answer (the benchmark's body check reads it so).
+    assert '"signinUrl":"http://localhost/auth/signin/demo"' in text
+    assert text.endswith("\n")
+    assert client.get("/auth/providers").get_data(as_text=True) == text

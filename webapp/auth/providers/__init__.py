@@ -71,7 +71,8 @@ def providers_body() -> str:
     body = bodies.get(base)
     if body is None:
         entries = {pid: p.public_json() for pid, p in providers().items()}
-        body = bodies[base] = current_app.json.dumps(entries) + "\n"
+        # Exactly what jsonify sends (compact, unless in debug).
+        body = bodies[base] = current_app.json.response(entries).get_data(as_text=True)
     return body
 
 
