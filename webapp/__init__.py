@@ -110,6 +110,7 @@ def _configure_flask(app: Flask, conf: Settings) -> None:
             pool_size=conf.db_pool_size,
             max_overflow=conf.db_max_overflow,
             pre_ping=conf.db_pool_pre_ping,
+            transaction_pooler=conf.transaction_pooler,
         ),
         # Flask's own session cookie only carries the CSRF secret (Flask-WTF keeps it there).
         SESSION_COOKIE_NAME=cookie_name(CSRF_COOKIE, host_only=True, https=conf.is_https),
