@@ -16,8 +16,10 @@ pooler's pool size).
 
 Environment: ``HOST`` (127.0.0.1) and ``PORT`` (8000) to listen on; ``WEB_CONCURRENCY``
 (workers, default the number of cores); ``WEB_THREADS`` (threads per worker, 4);
-``PID_FILE`` (write the server's pid there). The app's own settings (AUTH_URL, AUTH_SECRET,
-DATABASE_URL, AUTH_TRUST_HOST, ...) are read by the app as always.
+``PID_FILE`` (write the server's pid there); ``WSGI_APP`` (``webapp.wsgi:app``; an
+embedding application's own ``module:app``, which calls ``create_app(hooks=…)``). The
+app's own settings (AUTH_URL, AUTH_SECRET, DATABASE_URL, AUTH_TRUST_HOST, ...) are read by
+the app as always.
 
 Signals: SIGTERM or SIGINT stop accepting connections and let requests in flight finish
 (at most ``GRACEFUL_SECONDS``); SIGHUP replaces the workers one by one.
@@ -62,7 +64,7 @@ def server() -> Server:  # type: ignore[type-arg]
     env = os.environ
     pid_file = env.get("PID_FILE")
     return Server(
-        "webapp.wsgi:app",
+        env.get("WSGI_APP", "webapp.wsgi:app"),
         address=env.get("HOST", "127.0.0.1"),
         port=int(env.get("PORT", "8000")),
         interface=Interfaces.WSGI,

@@ -1,9 +1,11 @@
-"""Alembic environment: runs migrations on the application's engine (Flask-Migrate)."""
+"""Alembic environment: runs migrations on the application's engine (Flask-Migrate), or on
+the connection ``flask auth migrate`` gives (``config.attributes["connection"]``)."""
 
 from __future__ import annotations
 
 from alembic import context
 from flask import current_app
+from sqlalchemy import Connection
 
 config = context.config
 target_metadata = current_app.extensions["migrate"].db.metadata
@@ -21,17 +23,26 @@ def run_migrations_offline() -> None:
 
 
 def run_migrations_online() -> None:
+    # `flask auth migrate` hands over the connection that holds its lock (webapp/upgrade.py).
+    given = config.attributes.get("connection")
+    if given is not None:
+        run_migrations_on(given)
+        return
     engine = current_app.extensions["migrate"].db.engine
     with engine.connect() as connection:
-        context.configure(
-            connection=connection,
-            target_metadata=target_metadata,
-            # SQLite cannot ALTER most things; batch mode rebuilds tables there.
-            render_as_batch=connection.dialect.name == "sqlite",
-            compare_type=True,
-        )
-        with context.begin_transaction():
-            context.run_migrations()
+        run_migrations_on(connection)
+
+
+def run_migrations_on(connection: Connection) -> None:
+    context.configure(
+        connection=connection,
+        target_metadata=target_metadata,
+        # SQLite cannot ALTER most things; batch mode rebuilds tables there.
+        render_as_batch=connection.dialect.name == "sqlite",
+        compare_type=True,
+    )
+    with context.begin_transaction():
+        context.run_migrations()
 
 
 if context.is_offline_mode():

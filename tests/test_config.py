@@ -11,6 +11,8 @@ from webapp import create_app
 from webapp.settings import ConfigError, DevServer, dev_server, load_settings
 
 SECRET = "s" * 40
+#: An app behind a transaction pooler (PgBouncer on "pooler").
+POOLED = {"DATABASE_POOLER": "transaction", "DATABASE_URL": "postgresql://u:pw@pooler:6432/app"}
 
 
 def settings(env=None, **overrides):
@@ -163,6 +165,24 @@ def test_secret_never_appears_in_errors():
             "AUTH_PASSKEY_RP_ID 'other.example' must be AUTH_URL's host",
         ),
         ({"AUTH_SECOND_FACTOR_LIMIT": "five"}, "AUTH_SECOND_FACTOR_LIMIT"),
+        ({"DATABASE_POOLER": "session"}, "DATABASE_POOLER must be one of none, transaction"),
+        ({"MIGRATE_ON_START": "maybe"}, "MIGRATE_ON_START must be true or false"),
+        ({"DATABASE_DIRECT_URL": "sqlite:///x.db"}, "DATABASE_DIRECT_URL must be a PostgreSQL"),
+        # Known bad behind a transaction pooler (docs/scaling.md):
+        ({"DATABASE_POOLER": "transaction"}, "needs a PostgreSQL DATABASE_URL"),
+        (
+            {**POOLED, "DATABASE_URL": POOLED["DATABASE_URL"] + "?prepare_threshold=5"},
+            "DATABASE_URL sets prepare_threshold",
+        ),
+        (
+            {**POOLED, "DATABASE_URL": POOLED["DATABASE_URL"] + "?options=-c%20search_path%3Dx"},
+            "DATABASE_URL sets options",
+        ),
+        ({**POOLED, "MIGRATE_ON_START": "true"}, "MIGRATE_ON_START .* needs DATABASE_DIRECT_URL"),
+        (
+            {**POOLED, "DATABASE_DIRECT_URL": "postgresql://u:pw@pooler:6432/app"},
+            "DATABASE_DIRECT_URL names the same host and port as DATABASE_URL",
+        ),
     ],
 )
 def test_bad_settings_name_the_setting(env, match):
@@ -185,6 +205,31 @@ def test_production_needs_no_more_than_secret_and_url():
 def test_postgres_urls_get_the_psycopg_driver():
     conf = settings({"APP_ENV": "development", "DATABASE_URL": "postgres://u@db/app"})
     assert conf.database_url == "postgresql+psycopg://u@db/app"
+
+
+def test_behind_a_transaction_pooler_no_statement_is_prepared_and_migrations_go_direct():
+    env = {
+        "AUTH_SECRET": SECRET,
+        "AUTH_URL": "https://example.com/auth",
+        **POOLED,
+        "DATABASE_DIRECT_URL": "postgres://u:pw@db:5432/app",
+        "MIGRATE_ON_START": "true",
+    }
+    conf = settings(env)
+    assert conf.transaction_pooler and conf.migrate_on_start
+    assert conf.database_direct_url == "postgresql+psycopg://u:pw@db:5432/app"
+    app = create_app(environ=env, migrations=False)
+    assert app.config["SQLALCHEMY_ENGINE_OPTIONS"]["connect_args"]["prepare_threshold"] is None
+    # Without a pooler psycopg prepares a statement run often (its default threshold).
+    plain = create_app(environ={**env, "DATABASE_POOLER": "none"}, migrations=False)
+    assert "prepare_threshold" not in plain.config["SQLALCHEMY_ENGINE_OPTIONS"]["connect_args"]
+
+
+def test_database_errors_never_show_the_password():
+    env = {**POOLED, "DATABASE_DIRECT_URL": "postgresql://u:hunter2@pooler:6432/app"}
+    with pytest.raises(ConfigError) as info:
+        settings({"AUTH_SECRET": SECRET, "AUTH_URL": "https://example.com/auth", **env})
+    assert "hunter2" not in str(info.value) and "pw" not in str(info.value)
 
 
 @pytest.mark.parametrize(

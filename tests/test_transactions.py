@@ -23,12 +23,15 @@ from .helpers import demo_sign_in
 
 ROOT = Path(__file__).resolve().parent.parent / "webapp"
 #: Where a commit may be written: the boundary itself, the handler of a refusal whose
-#: writes must stand, and the maintenance commands' batches (their own boundary).
+#: writes must stand, the maintenance commands' batches (their own boundary), and
+#: ``flask auth migrate`` on its own locked connection, which Alembic must find outside a
+#: transaction (upgrade.py).
 COMMITTERS = {
     "transactions.py",
     "errors.py",
     "cli.py",
     "database.py",
+    "upgrade.py",
     "auth/ratelimit.py",
     "auth/resealing.py",
 }

@@ -10,7 +10,16 @@ from typing import Any
 from flask import Flask, redirect, request
 from werkzeug.wrappers import Response
 
-from webapp import database, errors, hosts, observability, proxies, sqlcount, transactions
+from webapp import (
+    database,
+    errors,
+    health,
+    hosts,
+    observability,
+    proxies,
+    sqlcount,
+    transactions,
+)
 from webapp.auth.cookies import CSRF_COOKIE, apply_cookies, cookie_name
 from webapp.auth.hooks import AuthHooks
 from webapp.cookie_session import CookieSessionInterface
@@ -91,6 +100,7 @@ def create_app(
     app.register_blueprint(pages_bp)
     app.register_blueprint(account_views.bp)
     app.register_blueprint(account_api.bp, url_prefix="/account/api")
+    health.init_app(app)
     ui.init_app(app, conf)
     i18n.init_app(app, conf)
     app.cli.add_command(auth_cli)
@@ -104,7 +114,8 @@ def create_app(
     # Outermost first: the request's id, the trusted proxies' headers, then the host check,
     # then Flask. A foreign host is refused before anything else runs.
     app.wsgi_app = observability.wrap(  # type: ignore[method-assign]
-        proxies.wrap(hosts.wrap(app, conf, errors.expects_json), conf.trusted_proxies)
+        proxies.wrap(hosts.wrap(app, conf, errors.expects_json), conf.trusted_proxies),
+        quiet_paths=health.PATHS,
     )
     log.info(
         "serving %s; trusting %s; also answering to %s",
@@ -128,6 +139,7 @@ def _configure_flask(app: Flask, conf: Settings) -> None:
             pool_size=conf.db_pool_size,
             max_overflow=conf.db_max_overflow,
             pre_ping=conf.db_pool_pre_ping,
+            transaction_pooler=conf.transaction_pooler,
         ),
         # Flask's own session cookie only carries the CSRF secret (Flask-WTF keeps it there).
         SESSION_COOKIE_NAME=cookie_name(CSRF_COOKIE, host_only=True, https=conf.is_https),

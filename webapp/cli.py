@@ -1,5 +1,5 @@
 """Operator commands: ``flask auth cleanup | sessions | events | revoke | revoke-tokens |
-rotate-secrets | device-login | mfa reset``."""
+rotate-secrets | device-login | mfa reset | migrate``."""
 
 from __future__ import annotations
 
@@ -44,8 +44,9 @@ from webapp.models import (
     User,
     VerificationToken,
 )
-from webapp.settings import current_settings
+from webapp.settings import ConfigError, current_settings
 from webapp.ui.qr import print_qr
+from webapp.upgrade import upgrade_once
 
 auth_cli = AppGroup("auth", help="Inspect and clean up sign-in data.")
 
@@ -344,6 +345,21 @@ def device_login(provider_id: str, qr: bool, print_cookie: bool) -> None:
     click.echo(f"Signed in: session {session.id} of user {session.user.id}")
     if print_cookie and cookie is not None:
         click.echo(f"{cookies.session_cookie_name()}={cookie}")
+
+
+@auth_cli.command("migrate")
+@click.option("--on-start", is_flag=True, help="Only if MIGRATE_ON_START is true (scripts/serve).")
+def migrate(on_start: bool) -> None:
+    """Upgrade the schema to the newest revision, once however many instances run this at
+    the same moment: the others wait, then find nothing to do (a PostgreSQL advisory lock
+    on DATABASE_DIRECT_URL, else DATABASE_URL)."""
+    if on_start and not current_settings().migrate_on_start:
+        return
+    try:
+        done = upgrade_once()
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(done.describe())
 
 
 def _sign_in_request(with_cookies: dict[str, str] | None = None) -> RequestContext:

@@ -33,23 +33,33 @@ driver_statement = _signals.signal("driver-statement")
 
 
 def engine_options(
-    url: str, *, pool_size: int = 10, max_overflow: int = 5, pre_ping: bool = False
+    url: str,
+    *,
+    pool_size: int = 10,
+    max_overflow: int = 5,
+    pre_ping: bool = False,
+    transaction_pooler: bool = False,
 ) -> dict[str, Any]:
     """Return SQLAlchemy engine options for ``url``.
 
     The pool is per worker process: size it to the server's threads (``DB_POOL_SIZE``).
     Connections are recycled after 30 minutes so that none outlives a server-side or
     firewall idle timeout; ``pre_ping`` (``DB_POOL_PRE_PING``) costs a round trip per use.
+    ``transaction_pooler`` (DATABASE_POOLER=transaction): psycopg never prepares a
+    statement, since the next transaction may run on a server connection that lacks it.
     """
     if url.startswith("sqlite"):
         return {"connect_args": {"timeout": 15}}
+    connect_args: dict[str, Any] = {"connect_timeout": 5}
+    if transaction_pooler:
+        connect_args["prepare_threshold"] = None
     return {
         "pool_pre_ping": pre_ping,
         "pool_size": pool_size,
         "max_overflow": max_overflow,
         "pool_recycle": 1800,
         # Fail fast (503) instead of hanging a worker when the server is unreachable.
-        "connect_args": {"connect_timeout": 5},
+        "connect_args": connect_args,
     }
 
 
@@ -152,8 +162,10 @@ class HotSelect:
     On psycopg the statement, compiled once, runs on the pooled driver connection directly
     in autocommit mode: no BEGIN/ROLLBACK round trips, and none of SQLAlchemy's execution
     layer, which the benchmark's profile showed costing more than the query itself.
-    psycopg prepares it on each connection after a few runs. Result columns go through
-    their TypeDecorator (UTC timestamps), so rows read as SQLAlchemy's would. Parameters
+    psycopg prepares it on each connection after a few runs, unless the engine's
+    connections never prepare (behind a transaction pooler, ``engine_options``): it runs
+    on a connection of the engine's pool, which carries that setting. Result columns go
+    through their TypeDecorator (UTC timestamps), so rows read as SQLAlchemy's would. Parameters
     are passed to the driver as given: use plain strings and numbers. On other databases
     (SQLite) the Core statement runs on an AUTOCOMMIT connection.
     """

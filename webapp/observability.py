@@ -57,8 +57,9 @@ def current_request_id() -> str:
 
 #: One line per answered request, written by ``RequestIds`` when this logger is enabled at
 #: INFO (the production server's config does it, deploy/serve.py; the development server
-#: writes its own lines): client, request line (secrets redacted), status, bytes, duration,
-#: request id and user agent, every client-sent value encoded (``logsafe``):
+#: writes its own lines; health checks at DEBUG): client, request line (secrets redacted),
+#: status, bytes, duration, request id and user agent, every client-sent value encoded
+#: (``logsafe``):
 #: ``127.0.0.1 "GET /auth/session HTTP/1.1" 200 5 3ms rid=… "curl/8.5"``.
 access_log = logging.getLogger("webapp.access")
 if access_log.level == logging.NOTSET:
@@ -72,8 +73,10 @@ class RequestIds:
     for log lines written outside the app's request context, until the server closes the
     answer, and then writes the access log line."""
 
-    def __init__(self, app: WSGIApplication) -> None:
+    def __init__(self, app: WSGIApplication, quiet_paths: frozenset[str] = frozenset()) -> None:
         self.app = app
+        #: Paths logged at DEBUG only: the health checks a balancer makes every second.
+        self.quiet_paths = quiet_paths
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         began = time.perf_counter()
@@ -94,8 +97,10 @@ class RequestIds:
         body = self.app(environ, start_with_id)
 
         def answered() -> None:
-            if answer and access_log.isEnabledFor(logging.INFO):
-                _log_access(environ, answer[0], answer[1], rid, time.perf_counter() - began)
+            level = logging.DEBUG if environ.get("PATH_INFO") in self.quiet_paths else logging.INFO
+            if answer and access_log.isEnabledFor(level):
+                took = time.perf_counter() - began
+                _log_access(environ, answer[0], answer[1], rid, took, level)
             _answering.set(None)
 
         file_wrapper = environ.get("wsgi.file_wrapper")
@@ -107,7 +112,12 @@ class RequestIds:
 
 
 def _log_access(
-    environ: WSGIEnvironment, status: str, headers: list[tuple[str, str]], rid: str, took: float
+    environ: WSGIEnvironment,
+    status: str,
+    headers: list[tuple[str, str]],
+    rid: str,
+    took: float,
+    level: int,
 ) -> None:
     # WSGI gives the path as the latin-1 text of its bytes: shown as the UTF-8 it was sent in.
     target = environ.get("PATH_INFO", "").encode("latin-1").decode("utf-8", "replace")
@@ -116,7 +126,8 @@ def _log_access(
         target += "?" + logsafe.redact_query(query)
     request_line = f"{environ.get('REQUEST_METHOD')} {target} {environ.get('SERVER_PROTOCOL')}"
     size = next((v for k, v in headers if k.lower() == "content-length"), "-")
-    access_log.info(
+    access_log.log(
+        level,
         "%s %s %s %s %dms rid=%s %s",
         environ.get("REMOTE_ADDR", "-"),
         # encode() returns printable text without a backslash as it is, after one scan.
@@ -129,9 +140,10 @@ def _log_access(
     )
 
 
-def wrap(app: WSGIApplication) -> RequestIds:
-    """Return ``app`` behind the request id layer (install it outermost)."""
-    return RequestIds(app)
+def wrap(app: WSGIApplication, quiet_paths: frozenset[str] = frozenset()) -> RequestIds:
+    """Return ``app`` behind the request id layer (install it outermost); requests for
+    ``quiet_paths`` are written to the access log at DEBUG."""
+    return RequestIds(app, quiet_paths)
 
 
 def _install_record_factory() -> None:

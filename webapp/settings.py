@@ -20,7 +20,7 @@ from datetime import timedelta
 from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import click
 from flask import Flask, current_app
@@ -36,6 +36,10 @@ DEV_PORT = 5000
 MIN_SECRET_LENGTH = 32
 PROVIDER_ID_RE = re.compile(r"^[a-z0-9_-]{1,64}$")
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+#: DATABASE_POOLER: what stands between the app and PostgreSQL. ``transaction``: a pooler
+#: that hands each transaction to any server connection (PgBouncer ``pool_mode =
+#: transaction``), so nothing may outlive a transaction on a connection (docs/scaling.md).
+POOLERS = ("none", "transaction")
 #: Presets that ``AUTH_<PRESET>_ID`` (``-`` written as ``_``) enables from the environment.
 PRESET_IDS = (
     "github",
@@ -243,6 +247,14 @@ class Settings:
     #: trip on every session read; a connection the server dropped fails one request, and
     #: the pool then discards all its connections. On for networks that cut idle connections.
     db_pool_pre_ping: bool = False
+    #: A pooler in transaction mode stands before PostgreSQL (DATABASE_POOLER=transaction):
+    #: no server-side prepared statements, no session state (docs/scaling.md).
+    transaction_pooler: bool = False
+    #: A connection straight to PostgreSQL, past the pooler (DATABASE_DIRECT_URL): where
+    #: ``flask auth migrate`` holds its lock and runs the migrations. None: DATABASE_URL.
+    database_direct_url: str | None = None
+    #: ``scripts/serve`` runs ``flask auth migrate`` before serving (MIGRATE_ON_START).
+    migrate_on_start: bool = False
     #: Add ``X-SQL-Statements`` and ``X-SQL-Writes`` to every response (the benchmark's
     #: per-request SQL count; off in normal operation).
     sql_count_headers: bool = False
@@ -404,9 +416,20 @@ def load_settings(
     database_url = _opt_str(get("DATABASE_URL", "database_url"))
     if database_url is None:
         database_url = "sqlite:///" + str(Path(instance_path).resolve() / "webapp.sqlite3")
-    elif database_url.startswith(("postgres://", "postgresql://")):
-        # Name the driver we ship (psycopg 3) so a plain libpq URL just works.
-        database_url = "postgresql+psycopg://" + database_url.split("://", 1)[1]
+    database_url = _with_driver(database_url)
+    database_direct_url = _opt_str(get("DATABASE_DIRECT_URL", "database_direct_url"))
+    if database_direct_url is not None:
+        database_direct_url = _with_driver(database_direct_url)
+    pooler = str(get("DATABASE_POOLER", "database_pooler") or "none").strip().lower()
+    if pooler not in POOLERS:
+        raise ConfigError(f"DATABASE_POOLER must be one of {', '.join(POOLERS)}; got {pooler!r}")
+    migrate_on_start = bool(_parse_bool("MIGRATE_ON_START", get("MIGRATE_ON_START")))
+    _check_database_path(
+        database_url,
+        database_direct_url,
+        transaction_pooler=pooler == "transaction",
+        migrate_on_start=migrate_on_start,
+    )
 
     demo = _parse_bool("AUTH_DEMO_CREDENTIALS", get("AUTH_DEMO_CREDENTIALS", "demo_credentials"))
     if demo is None:
@@ -564,6 +587,9 @@ def load_settings(
         db_pool_size=pool_size,
         db_max_overflow=max_overflow,
         db_pool_pre_ping=bool(_parse_bool("DB_POOL_PRE_PING", get("DB_POOL_PRE_PING"))),
+        transaction_pooler=pooler == "transaction",
+        database_direct_url=database_direct_url,
+        migrate_on_start=migrate_on_start,
         sql_count_headers=bool(_parse_bool("SQL_COUNT_HEADERS", get("SQL_COUNT_HEADERS"))),
         session_max_age_absolute=_parse_duration(
             "AUTH_SESSION_MAX_AGE_ABSOLUTE",
@@ -630,6 +656,60 @@ def _development_secret(instance_path: Path) -> str:
     with os.fdopen(fd, "w") as fh:
         fh.write(secrets.token_urlsafe(48))
     return path.read_text().strip()
+
+
+def _with_driver(url: str) -> str:
+    """Name the driver we ship (psycopg 3) in a PostgreSQL URL, so a plain libpq URL works."""
+    if url.startswith(("postgres://", "postgresql://")):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+def _check_database_path(
+    url: str, direct_url: str | None, *, transaction_pooler: bool, migrate_on_start: bool
+) -> None:
+    """Refuse the database set-ups known to fail, each only under load or at a deploy.
+
+    Behind a transaction pooler consecutive transactions may run on different server
+    connections: the migrations' advisory lock must be taken past it, and nothing that
+    sets state for a whole connection (startup ``options``, prepared statements) may be
+    asked for. Only hosts and ports are compared; credentials never reach a message.
+    """
+    if direct_url is not None and not direct_url.startswith("postgresql"):
+        raise ConfigError("DATABASE_DIRECT_URL must be a PostgreSQL URL (postgresql://…)")
+    if not transaction_pooler:
+        return
+    if not url.startswith("postgresql"):
+        raise ConfigError("DATABASE_POOLER=transaction needs a PostgreSQL DATABASE_URL")
+    query = parse_qs(urlsplit(url).query)
+    if "prepare_threshold" in query:
+        raise ConfigError(
+            "DATABASE_URL sets prepare_threshold, but behind a transaction pooler "
+            "(DATABASE_POOLER=transaction) a statement prepared on one server connection "
+            "is missing on the next: remove it (the app turns prepared statements off)"
+        )
+    if "options" in query:
+        raise ConfigError(
+            "DATABASE_URL sets options, which a transaction pooler does not pass on to each "
+            "server connection (PgBouncer refuses them): set them on the role or database "
+            "instead (ALTER ROLE … SET …)"
+        )
+    if migrate_on_start and direct_url is None:
+        raise ConfigError(
+            "MIGRATE_ON_START with DATABASE_POOLER=transaction needs DATABASE_DIRECT_URL: "
+            "the migrations' lock is held on a connection straight to PostgreSQL, which a "
+            "transaction pooler cannot keep"
+        )
+    if direct_url is not None and _host_port(direct_url) == _host_port(url):
+        raise ConfigError(
+            "DATABASE_DIRECT_URL names the same host and port as DATABASE_URL, which is the "
+            "transaction pooler: it must reach PostgreSQL directly"
+        )
+
+
+def _host_port(url: str) -> tuple[str, int]:
+    parts = urlsplit(url)
+    return (parts.hostname or "", parts.port or 5432)
 
 
 def is_loopback_url(url: str) -> bool:

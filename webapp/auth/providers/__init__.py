@@ -71,8 +71,8 @@ def providers_body() -> str:
     body = bodies.get(base)
     if body is None:
         entries = {pid: p.public_json() for pid, p in providers().items()}
-        # Exactly what jsonify sends (compact, unless in debug).
-        body = bodies[base] = current_app.json.response(entries).get_data(as_text=True)
+        # Compact, as jsonify sends JSON outside debug mode.
+        body = bodies[base] = current_app.json.dumps(entries, separators=(",", ":")) + "\n"
     return body
 
 

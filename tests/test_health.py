@@ -1,0 +1,92 @@
+"""``GET /healthz`` and ``GET /readyz`` (webapp/health.py), for load balancers: cheap, quiet
+in the access log, and bounded in time whatever the database does.
+
+tests/test_cluster.py shows HAProxy acting on them."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from flask import Flask
+
+from webapp import create_app
+from webapp.errors import RETRY_AFTER
+from webapp.health import READY_TIMEOUT
+
+from .conftest import base_config
+from .fault_support import syn_dropping_port
+
+#: A request's own work on a shared 2-core machine, beyond the waits the app allows itself.
+SLACK = 1.5
+#: Port 1 on loopback: nothing listens, so connections are refused at once.
+REFUSED = "postgresql+psycopg://postgres@127.0.0.1:1/nothing"
+
+
+def _app_on(database_url: str) -> Flask:
+    return create_app(base_config(database_url), environ={})
+
+
+def test_healthz_answers_without_the_database(app, client, count_sql):
+    with count_sql() as sql:
+        r = client.get("/healthz")
+    assert (r.status_code, r.json) == (200, {"status": "ok"})
+    assert r.headers["Cache-Control"] == "no-store"
+    assert sql.statements == []
+    assert _app_on(REFUSED).test_client().get("/healthz").status_code == 200
+
+
+def test_readyz_is_one_trivial_statement(app, client, count_sql):
+    with count_sql() as sql:
+        r = client.get("/readyz")
+    assert (r.status_code, r.json) == (200, {"status": "ok"})
+    assert r.headers["Cache-Control"] == "no-store"
+    assert sql.statements == ["SELECT 1"]
+    assert client.head("/readyz").status_code == 200
+
+
+def test_readyz_with_the_database_unreachable_is_503_and_says_so_once(caplog):
+    client = _app_on(REFUSED).test_client()
+    with caplog.at_level(logging.INFO, logger="webapp.health"):
+        answers = [client.get("/readyz") for _ in range(3)]
+    for r in answers:
+        assert (r.status_code, r.json) == (503, {"status": "unavailable"})
+        assert r.headers["Retry-After"] == str(RETRY_AFTER)
+    [warning] = [rec for rec in caplog.records if rec.name == "webapp.health"]
+    assert warning.levelno == logging.WARNING
+    assert warning.getMessage().startswith("not ready: the database did not answer: ")
+    assert "\n" not in warning.getMessage()
+
+
+def test_readyz_with_a_hanging_database_answers_in_time_and_checks_do_not_pile_up():
+    """Connection attempts that hang (the packets are dropped) last the driver's connect
+    timeout (5 s); /readyz says 503 after READY_TIMEOUT, and checks arriving meanwhile
+    wait for the one under way instead of each holding a thread on its own attempt."""
+    before = set(threading.enumerate())
+    with syn_dropping_port() as port:
+        client = _app_on(f"postgresql+psycopg://postgres@127.0.0.1:{port}/x").test_client()
+
+        def check(_: int) -> tuple[int, float]:
+            start = time.monotonic()
+            status = client.get("/readyz").status_code
+            return status, time.monotonic() - start
+
+        with ThreadPoolExecutor(6) as pool:
+            answers = list(pool.map(check, range(6)))
+        checking = [t for t in set(threading.enumerate()) - before if t.name.startswith("readyz")]
+    assert [status for status, _ in answers] == [503] * 6
+    assert all(READY_TIMEOUT * 0.9 <= took <= READY_TIMEOUT + SLACK for _, took in answers)
+    assert len(checking) == 1
+
+
+@pytest.mark.parametrize("level,logged", [(logging.INFO, ["/auth/csrf"]), (logging.DEBUG, None)])
+def test_the_access_log_writes_health_checks_at_debug_only(app, caplog, level, logged):
+    client = app.test_client()
+    with caplog.at_level(level, logger="webapp.access"):
+        for path in ("/healthz", "/readyz", "/auth/csrf"):
+            client.get(path).close()  # the access line is written when the answer closes
+    paths = [rec.getMessage().split()[2] for rec in caplog.records if rec.name == "webapp.access"]
+    assert paths == (logged or ["/healthz", "/readyz", "/auth/csrf"])
