@@ -25,11 +25,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import requests
-import sqlalchemy as sa
 
 from webapp.errors import RETRY_AFTER
 
 from .fixtures_smtp import Mailbox, link_of
+from .helpers import read_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The password the credentials hook of the served app accepts (tests/cluster_app.py).
@@ -111,12 +111,7 @@ class Cluster:
 
     def rows(self, sql: str, **params: Any) -> list[Any]:
         """Rows read from PostgreSQL directly."""
-        engine = sa.create_engine(self.database, poolclass=sa.pool.NullPool)
-        try:
-            with engine.connect() as conn:
-                return list(conn.execute(sa.text(sql), params))
-        finally:
-            engine.dispose()
+        return read_rows(self.database, sql, **params)
 
 
 def _alive(pid: int) -> bool:

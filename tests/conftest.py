@@ -16,6 +16,7 @@ import os
 import re
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -278,25 +279,25 @@ class SqlCounter:
         ]
 
 
+@contextmanager
+def counting_sql(app: Flask) -> Iterator[SqlCounter]:
+    """Record every statement ``app``'s engine runs meanwhile."""
+    counter = SqlCounter()
+    with app.app_context():
+        engine = db.engine
+    sa.event.listen(engine, "before_cursor_execute", counter)
+    driver_statement.connect(counter.driver_statement)
+    try:
+        yield counter
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", counter)
+        driver_statement.disconnect(counter.driver_statement)
+
+
 @pytest.fixture
 def count_sql(app: Flask) -> Callable[[], Any]:
     """``with count_sql() as sql: …`` records every statement the app's engine runs."""
-    from contextlib import contextmanager
-
-    @contextmanager
-    def counting() -> Iterator[SqlCounter]:
-        counter = SqlCounter()
-        with app.app_context():
-            engine = db.engine
-        sa.event.listen(engine, "before_cursor_execute", counter)
-        driver_statement.connect(counter.driver_statement)
-        try:
-            yield counter
-        finally:
-            sa.event.remove(engine, "before_cursor_execute", counter)
-            driver_statement.disconnect(counter.driver_statement)
-
-    return counting
+    return lambda: counting_sql(app)
 
 
 @pytest.fixture(scope="session")

@@ -150,6 +150,16 @@ def run_server(tmp_path: Path, *, database: str | None = None, **settings: str) 
             server.wait(timeout=30)
 
 
+def read_rows(database_url: str, sql: str, **params: Any) -> list[Any]:
+    """Rows read from the database directly, on a connection of their own."""
+    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            return list(conn.execute(sa.text(sql), params))
+    finally:
+        engine.dispose()
+
+
 def wait_until_listening(url: str, process: subprocess.Popen[Any]) -> None:
     """Wait until ``url`` answers at all (any status); fail if ``process`` exits first."""
     for _ in range(150):

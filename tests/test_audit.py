@@ -11,7 +11,6 @@ import re
 import secrets
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -23,7 +22,6 @@ from freezegun import freeze_time
 from joserfc import jwt
 
 from webapp.auth.audit import Event, subject_hash
-from webapp.database import driver_statement
 from webapp.extensions import db
 from webapp.models import Session, User
 from webapp.settings import ConfigError, current_settings, load_settings
@@ -40,7 +38,7 @@ from .audit_support import (
     types,
     user_id,
 )
-from .conftest import TEST_SECRET, SqlCounter
+from .conftest import TEST_SECRET, SqlCounter, counting_sql
 from .fixtures_smtp import CODE_RE, EmailActions, Mailbox, link_of
 from .helpers import demo_sign_in, enrol_authenticator, row_count, submit_second_factor
 from .oauth_support import Browser, FakeIdP, FakeRequest, fake_idp
@@ -273,20 +271,7 @@ def code_of(mailbox: Mailbox) -> str:
 # -- what each write costs, and the transaction it is in ----------------------------------
 
 
-@contextmanager
-def counting(app: Flask) -> Iterator[SqlCounter]:
-    """Record every statement ``app``'s engine runs meanwhile (conftest's ``count_sql`` is
-    the ``app`` fixture's)."""
-    counter = SqlCounter()
-    with app.app_context():
-        engine = db.engine
-    sa.event.listen(engine, "before_cursor_execute", counter)
-    driver_statement.connect(counter.driver_statement)
-    try:
-        yield counter
-    finally:
-        sa.event.remove(engine, "before_cursor_execute", counter)
-        driver_statement.disconnect(counter.driver_statement)
+counting = counting_sql  # conftest's count_sql fixture is the ``app`` fixture's
 
 
 def test_a_refused_sign_in_is_one_insert(password_app: Callable[..., Flask]) -> None:

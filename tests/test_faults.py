@@ -56,7 +56,7 @@ from webapp.models import Account, Session, User, VerificationToken
 
 from .conftest import IN_CI, base_config, migrate_database
 from .fault_support import BrokenHTTP, FaultySmtp, PrivateCluster, syn_dropping_port
-from .helpers import Server, free_port, row_count, run_server
+from .helpers import Server, free_port, read_rows, row_count, run_server
 from .oauth_support import Browser, FakeIdP, fake_idp, follow_to_app, write_providers_toml
 
 #: What a request may take beyond the waits the app allows itself (a timeout toward a
@@ -159,12 +159,7 @@ class Served:
     cookie: str
 
     def rows(self, sql: str, **params: Any) -> list[Any]:
-        engine = sa.create_engine(self.database, poolclass=sa.pool.NullPool)
-        try:
-            with engine.connect() as conn:
-                return list(conn.execute(sa.text(sql), params))
-        finally:
-            engine.dispose()
+        return read_rows(self.database, sql, **params)
 
 
 @pytest.fixture(scope="module")
