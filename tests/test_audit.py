@@ -533,7 +533,8 @@ def test_recent_activity_shows_the_latest_20_and_more_on_request(
     # The newest 20 sign-ins; the extension is not shown.
     assert [_octet(i) for i in items] == list(range(24, 4, -1))
     assert all(i.startswith("Signed in with Password") for i in items)
-    assert "Chrome on Mac OS X" in items[0] and "01 Mar 2026, 12:24 UTC" in items[0]
+    assert "Chrome on Mac OS X" in items[0]
+    assert "Mar 1, 2026, 12:24 PM UTC" in items[0].replace("\u202f", " ")
     [more] = re.findall(r'<a href="(/account/activity\?before=\d+)" hx-get="\1"', card)
 
     rest = client.get(more, headers=HTMX).get_data(as_text=True)
@@ -576,6 +577,66 @@ def test_recent_activity_shows_only_ones_own_events(password_app: Callable[..., 
         assert answer.status_code == 200, before
         shown = answer.get_data(as_text=True).count("activity__item")
         assert shown == (0 if before == str(bobs_event) else 3), before
+
+
+@pytest.mark.parametrize(
+    ("language", "heading", "signed_in", "others", "refused"),
+    [
+        (
+            "de",
+            "Letzte Aktivitäten",
+            "Mit Password angemeldet",
+            "2 andere Sitzungen abgemeldet",
+            None,
+        ),
+        (
+            "ar",
+            "النشاط الأخير",
+            "تسجيل الدخول باستخدام Password",
+            "سُجّل الخروج من جلستين أخريين",
+            "لا شيء آخر.",
+        ),
+    ],
+)
+def test_recent_activity_is_in_the_page_s_language_with_the_device_as_kept(
+    password_app: Callable[..., Flask],
+    language: str,
+    heading: str,
+    signed_in: str,
+    others: str,
+    refused: str | None,
+) -> None:
+    """The card and its page say what happened and when in the reader's language (chosen
+    in the footer or by the browser); the device stays as the trail keeps it."""
+    from webapp.i18n import format_moment
+
+    app = password_app()
+    ann = app.test_client()
+    if language == "ar":
+        ann.set_cookie("auth.locale", "ar")
+    else:
+        ann.environ_base["HTTP_ACCEPT_LANGUAGE"] = language
+    ann.environ_base["HTTP_USER_AGENT"] = FIREFOX
+    start = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    with freeze_time(start):
+        sign_in(ann, "ann@example.com")
+        for _ in range(2):
+            sign_in(app.test_client(), "ann@example.com", headers={"User-Agent": FIREFOX})
+        csrf_post(ann, "/account/sessions/end-others")
+        page = ann.get("/account").get_data(as_text=True)
+    card = page[page.index('id="activity"') :]
+    assert f'<h2 id="activity-title">{heading}</h2>' in card
+    items = _items(card)
+    assert items[0].startswith(others) and items[1].startswith(signed_in)
+    with app.test_request_context("/", headers={"Accept-Language": language}):
+        when = " ".join(format_moment(start).split())  # as _items reads it
+    assert all(f"{when} · Firefox on Linux · " in item for item in items)
+    assert "Recent activity" not in card and "UTC UTC" not in card
+    if refused is not None:  # the page of what comes after the last one: nothing more
+        last = events(app, user_id=user_id(app, "ann@example.com"))[0].id
+        with freeze_time(start):
+            rest = ann.get(f"/account/activity?before={last}").get_data(as_text=True)
+        assert '<html lang="ar" dir="rtl">' in rest and refused in rest
 
 
 def test_the_activity_page_needs_a_session(client: FlaskClient) -> None:

@@ -38,9 +38,14 @@ TRANSLATED = [code for code in shipped_locales() if code != SOURCE_LOCALE]
 HTML_LANG = re.compile(r'<html lang="([^"]+)" dir="(ltr|rtl)">')
 
 
+def _key(message: Any) -> tuple[str | None, Any]:
+    """A message as the catalogue tells it from others: its context (``pgettext``) and id."""
+    return message.context, message.id if isinstance(message.id, str) else tuple(message.id)
+
+
 def _ids(path: Path) -> set[Any]:
     with path.open("rb") as fh:
-        return {m.id if isinstance(m.id, str) else tuple(m.id) for m in read_po(fh) if m.id}
+        return {_key(m) for m in read_po(fh) if m.id}
 
 
 def _lang(response: Any) -> tuple[str, str]:
@@ -69,13 +74,13 @@ def test_the_template_catalogue_is_up_to_date_with_the_sources(tmp_path):
 def test_every_message_is_translated_in_every_shipped_locale(code):
     with (TRANSLATIONS_DIR / code / "LC_MESSAGES" / "messages.po").open("rb") as fh:
         catalogue = read_po(fh, locale=code)
-    messages = {m.id if isinstance(m.id, str) else tuple(m.id): m for m in catalogue if m.id}
+    messages = {_key(m): m for m in catalogue if m.id}
     missing = _ids(POT) - set(messages)
     assert not missing, f"{code}: not in the catalogue: {sorted(map(str, missing))[:5]}"
     untranslated, fuzzy = [], []
     for key, message in messages.items():
         forms = message.string if isinstance(message.string, tuple) else (message.string,)
-        if len(forms) != (catalogue.num_plurals if isinstance(key, tuple) else 1) or not all(
+        if len(forms) != (catalogue.num_plurals if isinstance(key[1], tuple) else 1) or not all(
             f.strip() for f in forms
         ):
             untranslated.append(key)

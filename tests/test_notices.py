@@ -6,6 +6,7 @@ only, after the commit, and a mail server that refuses fails nothing."""
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from email.message import EmailMessage
@@ -21,7 +22,7 @@ from webapp.extensions import db
 from webapp.models import Authenticator, Session, User
 from webapp.settings import ConfigError, load_settings
 
-from .audit_support import CHROME_MAC, FIREFOX, PASSWORDS, csrf_post, sign_in, user_id
+from .audit_support import CHROME_MAC, FIREFOX, PASSWORDS, csrf_post, events, sign_in, user_id
 from .conftest import TEST_SECRET
 from .fixtures_smtp import Mailbox, html_of, text_of
 from .oauth_support import Browser, FakeIdP, fake_idp
@@ -92,8 +93,86 @@ def test_a_sign_in_from_a_new_device_is_told(
     assert message["To"] == ANN
     text = text_of(message)
     assert "Chrome on Mac OS X" in text and "203.0.113.10" in text and "Password" in text
-    assert (start + timedelta(days=93.1)).strftime("%Y-%m-%d %H:%M UTC") in text
+    # The time as the pages write it, in the language of the sign-in's request (English).
+    assert "Jun 2, 2026, 2:24 PM UTC" in text.replace("\u202f", " ")
     assert "Chrome on Mac OS X" in html_of(message)
+    assert_no_link(message)
+
+
+def test_the_trail_keeps_the_device_in_no_one_s_language(
+    notice_app: Callable[..., Flask], mailbox: Mailbox
+) -> None:
+    """A sign-in from a German page stores the same English device label as one from an
+    Arabic page, so the new-device check knows the device whatever language it asks in."""
+    app = notice_app()
+    german = browser(app)
+    assert sign_in(german, ANN, headers={"Accept-Language": "de"}).status_code == 302
+    arabic = browser(app)
+    arabic.set_cookie("auth.locale", "ar")
+    assert sign_in(arabic, ANN, headers={"Accept-Language": "de"}).status_code == 302
+    assert [e.device for e in events(app, type="signin")] == ["Firefox on Linux"] * 2
+    assert subjects(mailbox) == []  # the same device: nothing new
+    # The account page, in German, names the device of its sessions in German; the trail not.
+    page = german.get("/account", headers={"Accept-Language": "de"}).get_data(as_text=True)
+    assert "Firefox 130 unter Linux" in page and "· Firefox on Linux ·" in " ".join(
+        re.sub(r"<[^>]+>", " ", page).split()
+    )
+    # Another device, in Arabic: new, and told.
+    other = sign_in(browser(app, CHROME_MAC), ANN, headers={"Accept-Language": "ar"})
+    assert other.status_code == 302
+    assert [e.device for e in events(app, type="signin")][-1] == "Chrome on Mac OS X"
+    assert len(mailbox.messages) == 1
+
+
+@pytest.mark.parametrize(
+    ("language", "subject", "sentence", "direction"),
+    [
+        (
+            "de",
+            "Neue Anmeldung in Ihrem Konto bei Webapp",
+            "Bei Ihrem Konto hat sich gerade jemand mit Password angemeldet",
+            "ltr",
+        ),
+        (
+            "ar",
+            "تسجيل دخول جديد إلى حسابك في Webapp",
+            "سُجّل الدخول للتو إلى حسابك باستخدام Password",
+            "rtl",
+        ),
+    ],
+)
+def test_a_notice_is_in_the_language_of_the_request_that_sends_it(
+    notice_app: Callable[..., Flask],
+    mailbox: Mailbox,
+    language: str,
+    subject: str,
+    sentence: str,
+    direction: str,
+) -> None:
+    """Over real SMTP: the subject, both parts, the labels, the time and the page's button
+    named in the advice are the reader's language; the device label and the provider's
+    name stay as they are."""
+    from webapp.i18n import format_moment
+
+    app = notice_app()
+    sign_in(browser(app), ANN)  # in English: the first sign-in tells nothing
+    moment = datetime(2026, 3, 4, 9, 30, tzinfo=UTC)
+    with freeze_time(moment):
+        newcomer = browser(app, CHROME_MAC, "198.51.100.7")
+        newcomer.set_cookie("auth.locale", language)  # the footer's choice
+        assert sign_in(newcomer, ANN).status_code == 302
+        with app.test_request_context("/", headers={"Accept-Language": language}):
+            when = format_moment(moment)
+            button = app.jinja_env.from_string("{{ _('Sign out all other sessions') }}").render()
+    assert subjects(mailbox) == [subject]
+    message = mailbox.last()
+    text, html = text_of(message), html_of(message)
+    assert f'<html lang="{language}" dir="{direction}">' in html
+    for part in (" ".join(text.split()), re.sub(r"<[^>]+>", "", html)):
+        assert sentence in part
+        assert when in part and "Chrome on Mac OS X" in part and "198.51.100.7" in part
+        assert f"«{button}»" in part or f"„{button}“" in part
+        assert "If this was you" not in part and "Device" not in part
     assert_no_link(message)
 
 

@@ -121,6 +121,7 @@ def test_every_page_fits_and_passes_axe(new_page, live_server, database_url, tv,
     for name, path in [
         ("home", "/"),
         ("account", "/account"),
+        ("activity", "/account/activity"),
         ("signout", "/auth/signout"),
         ("confirm", "/account/confirm?next=/account"),
     ]:
@@ -160,7 +161,7 @@ def test_every_page_fits_and_passes_axe(new_page, live_server, database_url, tv,
     checks.page(device, "device-code")
     assert TV_PROVIDERS["op-tv"][0] in device.locator("h1").inner_text()
 
-    assert len(checks.seen) == 21
+    assert len(checks.seen) == 22
     assert checks.problems == {}
 
 

@@ -22,6 +22,7 @@ from webapp.auth import audit, urls
 from webapp.auth.mail import DeliveryError, Mailer, mailer_from_settings
 from webapp.clock import utcnow
 from webapp.extensions import db
+from webapp.i18n import format_moment, gettext
 from webapp.models import User
 from webapp.settings import Settings, current_settings
 
@@ -92,7 +93,9 @@ def _verified_address(user_id: int) -> str | None:
 
 def _queue(address: str | None, template: str, **specific: Any) -> None:
     """Send ``template`` to ``address`` once this request's writes are committed; the
-    context is taken now, while the request is at hand."""
+    context is taken now, while the request is at hand, in its language (the message is
+    rendered before the request ends, so in that language too). The device is the trail's
+    label, in no one's language, as "Recent activity" shows it."""
     if address is None:
         return
     conf = current_settings()
@@ -101,9 +104,10 @@ def _queue(address: str | None, template: str, **specific: Any) -> None:
         "host": urls.origin().split("://", 1)[1],
         "color": conf.brand.color,
         "email": address,
-        "when": utcnow().strftime("%Y-%m-%d %H:%M UTC"),
+        "when": format_moment(utcnow()),
         "device": audit.this_device(),
-        "ip": request.remote_addr or "unknown",
+        # TRANSLATORS: in a security notice, in place of the IP address it came from.
+        "ip": request.remote_addr or gettext("unknown"),
         **specific,
     }
     mailer: Mailer | None = current_app.extensions[_EXTENSION]
