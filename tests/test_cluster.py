@@ -135,7 +135,8 @@ def test_instances_started_together_migrated_the_schema_once(cluster: Cluster) -
     [other] = set(INSTANCES) - set(migrated)
     assert "Running upgrade" not in logs[other]
     assert "the schema is up to date" in logs[other]
-    assert logs[migrated[0]].count("Running upgrade") == 6
+    steps = len(list(ScriptDirectory(str(MIGRATIONS_DIR)).walk_revisions()))
+    assert logs[migrated[0]].count("Running upgrade") == steps
     head = ScriptDirectory(str(MIGRATIONS_DIR)).get_current_head()
     assert cluster.rows("SELECT version_num FROM alembic_version")[0][0] == head
     for url in cluster.instances.values():
