@@ -6,7 +6,8 @@ million sessions sends a few statements, not a million rows. Tokens are determin
 database holds only their SHA-256, computed by PostgreSQL exactly as ``hash_token`` does.
 
     python -m bench.seed create  --admin-url URL --name DB
-    python -m bench.seed seed    --url URL --users 10000 --sessions 100000 --expired 20000
+    python -m bench.seed seed    --url URL --users 10000 --sessions 100000 --expired 20000 \
+                                 [--events 30]
     python -m bench.seed refill-expired --url URL --count 50000
     python -m bench.seed filler  --url URL --total 1000000 [--expired]
 """
@@ -22,6 +23,27 @@ from webapp.auth.sessions import hash_token
 
 #: Session tokens are 43 characters, as real ones (32 bytes in base64url) are.
 TOKEN_WIDTH = 32
+#: Browsers the sessions were opened with, in turn: the account page parses each one.
+USER_AGENTS = (
+    "Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0",
+    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
+    "Chrome/131.0.0.0 Safari/537.36",
+    "Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X) AppleWebKit/605.1.15 "
+    "(KHTML, like Gecko) Version/18.1 Mobile/15E148 Safari/604.1",
+    "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 "
+    "(KHTML, like Gecko) Version/18.1 Safari/605.1.15",
+)
+#: (type, outcome, error code, device) of the events each user has, oldest first, in turn:
+#: the account page's "Recent activity" shows the newest 20 of them.
+EVENTS = (
+    ("signin", "success", None, "Firefox on Linux"),
+    ("email.requested", "success", None, "Chrome on Windows"),
+    ("code.failed", "failure", "InvalidCode", "Safari on iOS"),
+    ("signin", "success", None, "Safari on iOS"),
+    ("session.revoked", "success", None, "Firefox on Linux"),
+    ("signout", "success", None, "Safari on macOS"),
+)
+
 #: Live sessions expire between 30 days and 30 days minus this many seconds from now, all
 #: well inside the update age (1 day): reading them must write nothing.
 LIVE_SPREAD_SECONDS = 3600
@@ -56,13 +78,14 @@ def create_database(admin_url: str, name: str) -> str:
     return re.sub(r"/[^/]*$", f"/{name}", admin_url)
 
 
-def seed(url: str, *, users: int, sessions: int, expired: int) -> None:
-    """Insert ``users`` users, ``sessions`` live sessions and ``expired`` expired ones.
+def seed(url: str, *, users: int, sessions: int, expired: int, events: int) -> None:
+    """Insert ``users`` users, ``sessions`` live sessions, ``expired`` expired ones, and
+    ``events`` audit events per user.
 
     Live session ``i`` belongs to user ``i mod users``; users are ``user<n>@bench.example``.
     """
     with psycopg.connect(libpq_url(url)) as conn:
-        conn.execute("TRUNCATE users, sessions RESTART IDENTITY CASCADE")
+        conn.execute("TRUNCATE users, sessions, auth_events RESTART IDENTITY CASCADE")
         conn.execute(
             """
             INSERT INTO users (name, email, email_verified, image, created_at, updated_at)
@@ -74,8 +97,38 @@ def seed(url: str, *, users: int, sessions: int, expired: int) -> None:
         )
         _insert_sessions(conn, "live", sessions, users)
         _insert_sessions(conn, "expired", expired, users)
+        _insert_events(conn, events)
         conn.execute("ANALYZE users")
         conn.execute("ANALYZE sessions")
+        conn.execute("ANALYZE auth_events")
+
+
+def _values(rows: tuple[tuple[str | None, ...], ...]) -> str:
+    """``rows`` as a SQL VALUES list numbered from 0 (column ``n``)."""
+
+    def literal(value: str | None) -> str:
+        return "NULL" if value is None else "'" + value.replace("'", "''") + "'"
+
+    return ", ".join(
+        "(" + ", ".join([str(n), *(literal(v) for v in row)]) + ")" for n, row in enumerate(rows)
+    )
+
+
+def _insert_events(conn: psycopg.Connection, per_user: int) -> None:
+    """Give every user ``per_user`` events, an hour apart, ending an hour ago."""
+    conn.execute(
+        f"""
+        INSERT INTO auth_events (occurred_at, type, outcome, error_code, user_id, provider,
+                                 ip, device)
+        SELECT now() - (%(n)s - e) * interval '1 hour', kind.type, kind.outcome, kind.code,
+               u.id, 'email', '192.0.2.' || (e %% 200 + 1), kind.device
+        FROM users AS u
+        CROSS JOIN generate_series(0, %(n)s - 1) AS e
+        JOIN (VALUES {_values(EVENTS)}) AS kind (n, type, outcome, code, device)
+          ON kind.n = e %% {len(EVENTS)}
+        """,
+        {"n": per_user},
+    )
 
 
 def _insert_sessions(conn: psycopg.Connection, kind: str, count: int, users: int) -> None:
@@ -91,8 +144,10 @@ def _insert_sessions(conn: psycopg.Connection, kind: str, count: int, users: int
         SELECT (SELECT min(id) FROM users) + i %% %(users)s,
                {_sql_hash(_sql_token(kind))}, {expires},
                now() - interval '1 hour', now() - interval '1 hour',
-               '127.0.0.1', 'wrk', 'email'
+               '127.0.0.1', agent.ua, 'email'
         FROM generate_series(0, %(n)s - 1) AS i
+        JOIN (VALUES {_values(tuple((ua,) for ua in USER_AGENTS))}) AS agent (n, ua)
+          ON agent.n = i %% {len(USER_AGENTS)}
         """,
         {"n": count, "users": users},
     )
@@ -145,6 +200,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--users", type=int, default=10_000)
     p.add_argument("--sessions", type=int, default=100_000)
     p.add_argument("--expired", type=int, default=20_000)
+    p.add_argument("--events", type=int, default=30, help="audit events per user")
     p = sub.add_parser("refill-expired", help="put the expired sessions back")
     p.add_argument("--url", required=True)
     p.add_argument("--count", type=int, required=True)
@@ -156,7 +212,13 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "create":
         print(create_database(args.admin_url, args.name))
     elif args.command == "seed":
-        seed(args.url, users=args.users, sessions=args.sessions, expired=args.expired)
+        seed(
+            args.url,
+            users=args.users,
+            sessions=args.sessions,
+            expired=args.expired,
+            events=args.events,
+        )
     elif args.command == "refill-expired":
         refill_expired(args.url, args.count)
     else:

@@ -13,7 +13,10 @@ import pytest
 from bench import report, seed
 from tests.conftest import base_config
 from webapp import create_app
+from webapp.account.flows import recent_activity
 from webapp.auth.sessions import read_session
+from webapp.extensions import db
+from webapp.models import Session
 
 WRK_OUTPUT = """\
 Running 5s test @ http://127.0.0.1:8100/auth/session
@@ -73,18 +76,22 @@ def test_report_computes_ratios_against_the_peer(tmp_path: Path):
 
 
 def test_seeded_tokens_read_as_their_users(postgres_url: str):
-    seed.seed(postgres_url, users=5, sessions=12, expired=3)
+    seed.seed(postgres_url, users=5, sessions=12, expired=3, events=8)
     app = create_app(base_config(postgres_url), environ={})
     with app.test_request_context("/"):
         session, extended = read_session(seed.token("live", 7))
         assert session is not None and not extended
         assert session.user.email == "user2@bench.example"  # session 7 of 5 users
+        row = db.session.get(Session, session.id)
+        assert row is not None and row.user_agent == seed.USER_AGENTS[7 % len(seed.USER_AGENTS)]
+        activity = recent_activity(user_id=session.user.id)
+        assert len(activity.entries) == 8 and activity.more is None
+        assert [e.type for e in activity.entries[:3]] == ["email.requested", "signin", "signout"]
+        assert activity.entries[-1].occurred_at < activity.entries[0].occurred_at
         assert read_session(seed.token("expired", 1)) == (None, False)  # and deleted
     seed.refill_expired(postgres_url, 3)  # the deleted one is back: 12 live + 3 expired
     assert seed.filler(postgres_url, total=20, expired=True) == 20 - 15
     with app.app_context():
-        from webapp.extensions import db
-
         db.engine.dispose()
 
 
