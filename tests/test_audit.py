@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import html
 import json
 import re
 import secrets
@@ -21,9 +22,10 @@ from flask.testing import FlaskClient
 from freezegun import freeze_time
 from joserfc import jwt
 
+from webapp.auth import totp
 from webapp.auth.audit import Event, subject_hash
 from webapp.extensions import db
-from webapp.models import Session, User
+from webapp.models import RecoveryCode, Session, User
 from webapp.settings import ConfigError, current_settings, load_settings
 
 from .audit_support import (
@@ -40,7 +42,14 @@ from .audit_support import (
 )
 from .conftest import TEST_SECRET, SqlCounter, counting_sql
 from .fixtures_smtp import CODE_RE, EmailActions, Mailbox, link_of
-from .helpers import demo_sign_in, enrol_authenticator, row_count, submit_second_factor
+from .helpers import (
+    RECOVERY_CODE_PATTERN,
+    demo_sign_in,
+    enrol_authenticator,
+    row_count,
+    submit_second_factor,
+    totp_code,
+)
 from .oauth_support import Browser, FakeIdP, FakeRequest, fake_idp
 from .test_passkeys import Passkeys
 
@@ -67,6 +76,7 @@ class Secrets:
     def __init__(self, app: Flask) -> None:
         self.app = app
         self.found: dict[str, str] = {"AUTH_SECRET": TEST_SECRET}
+        self.codes: dict[str, str] = {}
 
     def add(self, label: str, value: str | None) -> None:
         if value:
@@ -79,6 +89,20 @@ class Secrets:
         with self.app.app_context():
             key = current_settings().derive_key(purpose)
         self.found[f"{label} (HMAC)"] = hmac.new(key, value.encode(), "sha256").hexdigest()
+
+    def add_code(self, label: str, code: str) -> None:
+        """A short code (six digits): its hashes anywhere, itself as a whole word (six
+        digits occur by chance inside the hex of hashes and request ids)."""
+        self.found[f"{label} (SHA-256)"] = hashlib.sha256(code.encode()).hexdigest()
+        self.codes[label] = code
+
+    def leaked(self, dump: str) -> set[str]:
+        found = {label for label, value in self.found.items() if value in dump}
+        # Times' microseconds are six digits too (PostgreSQL's as datetime(), SQLite's as
+        # text): they are left out.
+        times = re.sub(r"datetime\.datetime\((\d+, )*\d+|\d\d:\d\d:\d\d\.\d+", "", dump)
+        words = set(re.findall(r"(?<![0-9A-Za-z])\d+(?![0-9A-Za-z])", times))
+        return found | {label for label, code in self.codes.items() if code in words}
 
     def cookies(self, label: str, client: FlaskClient) -> None:
         for name in ("auth.session-token", "auth.csrf-token", "auth.email-browser"):
@@ -220,15 +244,30 @@ def test_every_event_type_is_recorded_and_the_table_holds_no_secret(
         mail.enter_code("ZZZZZZZZ")
     mail.client.post("/auth/signout", data={"csrfToken": mail.csrf()})
 
-    # Two-step verification: wrong codes until the throttle.
+    # Two-step verification: turned on (its code spent), a recovery code signs in, new
+    # recovery codes, wrong codes until the throttle, turned off.
     key, recovery = enrol_authenticator(ann)
     found.add("the TOTP key", key)
+    found.add(f"the TOTP key {totp.grouped(key)}", totp.grouped(key))
+    for steps in (-1, 0):  # the one enrolment typed (a step may have begun since)
+        found.add_code(f"a TOTP code ({steps})", totp_code(key, steps=steps))
     for index, spare in enumerate(recovery):
         found.add(f"recovery code {index}", spare)
+        found.add(f"recovery code {index} as checked", spare.replace("-", ""))
+    rescued = app.test_client()
+    sign_in(rescued, "ann@example.com")
+    assert submit_second_factor(rescued, recovery[0]).status_code == 302
+    found.cookies("a browser rescued by a recovery code", rescued)
+    renewed = csrf_post(ann, "/account/two-factor/recovery-codes")
+    assert renewed.status_code == 200
+    for index, spare in enumerate(re.findall(RECOVERY_CODE_PATTERN, renewed.get_data(True))):
+        found.add(f"new recovery code {index}", spare)
+        found.add(f"new recovery code {index} as checked", spare.replace("-", ""))
     pending = app.test_client()
     sign_in(pending, "ann@example.com")
     for _ in range(3):
         submit_second_factor(pending, "000000")
+    assert csrf_post(ann, "/account/two-factor/off").status_code == 303
 
     # Unlinked (its tokens revoked at the provider), deleted; a session extended, expired.
     with app.app_context():
@@ -250,7 +289,7 @@ def test_every_event_type_is_recorded_and_the_table_holds_no_secret(
 
     assert set(types(app)) == set(Event), set(Event) - set(types(app))
     dump = table_dump(app)
-    leaked = {label for label, value in found.found.items() if value in dump}
+    leaked = found.leaked(dump)
     assert leaked == set(), leaked
 
 
@@ -384,6 +423,181 @@ def test_what_a_row_says(password_app: Callable[..., Flask]) -> None:
     assert signin.detail is not None and signin.detail["amr"] == "pwd"
     assert signin.detail["new_user"] is True and signin.detail["replaced"] is None
     assert abs(signin.occurred_at - datetime.now(UTC)) < timedelta(minutes=1)
+
+
+# -- the second factor ---------------------------------------------------------------------
+
+TWO_STEP = {
+    Event.SECOND_FACTOR_ON,
+    Event.SECOND_FACTOR_OFF,
+    Event.RECOVERY_CODE_USED,
+    Event.RECOVERY_CODES_REPLACED,
+}
+
+
+def test_the_second_factor_and_its_recovery_codes_are_recorded(
+    password_app: Callable[..., Flask],
+) -> None:
+    """Turned on, a recovery code standing in at a sign-in (how many are left, never which
+    code), new codes, turned off: each a row of the user's, from the request that did it."""
+    app = password_app()
+    ann = app.test_client()
+    sign_in(ann, "ann@example.com")
+    ann_id = user_id(app, "ann@example.com")
+    _, codes = enrol_authenticator(ann)
+    rescued = app.test_client()
+    sign_in(rescued, "ann@example.com")
+    assert submit_second_factor(rescued, codes[3].upper()).status_code == 302
+    assert csrf_post(ann, "/account/two-factor/recovery-codes").status_code == 200
+    assert csrf_post(ann, "/account/two-factor/off").status_code == 303
+
+    mine = [e for e in events(app, user_id=ann_id) if e.type in TWO_STEP]
+    assert [(e.type, e.outcome, e.error_code, e.detail) for e in mine] == [
+        ("second_factor.on", "success", None, None),
+        ("recovery.used", "success", None, {"left": 9}),
+        ("recovery.replaced", "success", None, None),
+        ("second_factor.off", "success", None, {"by": "user"}),
+    ]
+    assert all(e.device == "Unknown device" and e.ip for e in mine)
+    # The recovery code's row is its sign-in's: the session it started is recorded after it.
+    [*_, rescue] = events(app, user_id=ann_id, type="signin")
+    assert rescue.request_id == mine[1].request_id and rescue.id > mine[1].id
+    assert "rec" in str(rescue.detail["amr"]).split()  # type: ignore[index]
+
+
+def test_a_second_factor_change_refused_records_nothing(
+    password_app: Callable[..., Flask],
+) -> None:
+    app = password_app()
+    ann = app.test_client()
+    sign_in(ann, "ann@example.com")
+    # Not on: nothing to turn off, no codes to replace; a wrong code leaves it off.
+    assert csrf_post(ann, "/account/two-factor/off").status_code == 303
+    assert csrf_post(ann, "/account/two-factor/recovery-codes").status_code == 303
+    assert ann.get("/account/two-factor").status_code == 200
+    assert csrf_post(ann, "/account/two-factor", code="000000").status_code == 400
+    assert [t for t in types(app) if t in TWO_STEP] == []
+    # On, then a sign-in's wrong code: a failed code, no recovery code used.
+    enrol_authenticator(ann)
+    held = app.test_client()
+    sign_in(held, "ann@example.com")
+    assert submit_second_factor(held, "aaaa-bbbb-cccc-dddd").status_code == 400
+    assert [t for t in types(app) if t in {*TWO_STEP, "code.failed"}] == [
+        "second_factor.on",
+        "code.failed",
+    ]
+
+
+def test_a_recovery_code_is_recorded_in_the_transaction_that_spends_it(
+    password_app: Callable[..., Flask], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sign-in that fails after its recovery code passed keeps the code unspent, and
+    leaves no row saying it was used."""
+    from webapp.auth.flows import second_factor as flow
+
+    app = password_app()
+    ann = app.test_client()
+    sign_in(ann, "ann@example.com")
+    _, codes = enrol_authenticator(ann)
+
+    def broken(signin: object) -> str:
+        raise RuntimeError("the session could not be started")
+
+    monkeypatch.setattr(flow, "start_session", broken)
+    failing = app.test_client()
+    sign_in(failing, "ann@example.com")
+    assert submit_second_factor(failing, codes[0]).status_code == 500
+    assert "recovery.used" not in types(app)
+    assert row_count(app, RecoveryCode, used_at=None) == 10
+    monkeypatch.undo()
+    again = app.test_client()
+    sign_in(again, "ann@example.com")
+    assert submit_second_factor(again, codes[0]).status_code == 302
+    assert [e.detail for e in events(app, type="recovery.used")] == [{"left": 9}]
+    assert row_count(app, RecoveryCode, used_at=None) == 9
+
+
+def test_an_mfa_reset_by_the_operator_is_recorded_as_theirs(
+    password_app: Callable[..., Flask],
+) -> None:
+    app = password_app()
+    ann, bob = app.test_client(), app.test_client()
+    sign_in(ann, "ann@example.com")
+    enrol_authenticator(ann)
+    sign_in(bob, "bob@example.com")
+    runner = app.test_cli_runner()
+    for email in ("ann@example.com", "bob@example.com"):
+        assert runner.invoke(args=["auth", "mfa", "reset", "--user", email]).exit_code == 0
+    [off] = events(app, type="second_factor.off")
+    assert (off.user_id, off.detail) == (user_id(app, "ann@example.com"), {"by": "operator"})
+    assert (off.ip, off.device, off.request_id) == (None, None, None)
+    # Bob had no authenticator app: nothing of his was turned off.
+    assert {*types(app, user_id=user_id(app, "bob@example.com"))} & TWO_STEP == set()
+
+
+@pytest.mark.parametrize(
+    ("language", "said"),
+    [
+        (
+            "en",
+            [
+                "Two-step verification turned off by the site's administrators",
+                "Two-step verification turned on",
+                "Two-step verification turned off",
+                "New recovery codes made: the old ones no longer work",
+                "A recovery code was used to sign in: 9 left",
+                "Two-step verification turned on",
+            ],
+        ),
+        (
+            "de",
+            [
+                "Bestätigung in zwei Schritten von den Administratoren der Website ausgeschaltet",
+                "Bestätigung in zwei Schritten eingeschaltet",
+                "Bestätigung in zwei Schritten ausgeschaltet",
+                "Neue Wiederherstellungscodes erstellt: Die alten funktionieren nicht mehr",
+                "Ein Wiederherstellungscode wurde zur Anmeldung verwendet: noch 9 übrig",
+                "Bestätigung in zwei Schritten eingeschaltet",
+            ],
+        ),
+        (
+            "ar",
+            [
+                "أوقف مسؤولو الموقع التحقق بخطوتين",
+                "فُعّل التحقق بخطوتين",
+                "أُوقف التحقق بخطوتين",
+                "أُنشئت رموز استرداد جديدة: ولم تعد الرموز القديمة تعمل",
+                "استُخدم رمز استرداد لتسجيل الدخول: تبقّت 9 رموز",
+                "فُعّل التحقق بخطوتين",
+            ],
+        ),
+    ],
+)
+def test_recent_activity_tells_of_the_second_factor_in_the_page_s_language(
+    password_app: Callable[..., Flask], language: str, said: list[str]
+) -> None:
+    app = password_app()
+    ann = app.test_client()
+    ann.environ_base["HTTP_ACCEPT_LANGUAGE"] = language
+    sign_in(ann, "ann@example.com")
+    _, codes = enrol_authenticator(ann)
+    rescued = app.test_client()
+    sign_in(rescued, "ann@example.com")
+    submit_second_factor(rescued, codes[0])
+    csrf_post(ann, "/account/two-factor/recovery-codes")
+    csrf_post(ann, "/account/two-factor/off")
+    enrol_authenticator(ann)
+    reset = app.test_cli_runner().invoke(args=["auth", "mfa", "reset", "--user", "ann@example.com"])
+    assert reset.exit_code == 0, reset.output
+    sign_in(ann, "ann@example.com")
+    page = ann.get("/account").get_data(as_text=True)
+    what = [
+        html.unescape(" ".join(re.sub(r"<[^>]+>", " ", item).split()))
+        for item in re.findall(r'<span class="activity__what">(.*?)</span>\s*<span', page, re.S)
+    ]
+    shown = [e.type for e in reversed(events(app, user_id=user_id(app, "ann@example.com")))]
+    assert len(what) == len(shown)
+    assert [w for w, t in zip(what, shown, strict=True) if t in TWO_STEP] == said, what
 
 
 def test_each_sign_out_records_the_session_it_ended(password_app: Callable[..., Flask]) -> None:

@@ -278,6 +278,50 @@ def test_the_hot_json_endpoints_never_choose_a_locale(app, client, auth):
     assert chosen == ["ar"]
 
 
+def _vary(response: Any) -> list[str]:
+    """The ``Vary`` header's names, as many times as they are given."""
+    return [name.strip() for name in response.headers.get("Vary", "").split(",") if name.strip()]
+
+
+def test_an_answer_in_the_browser_s_language_varies_by_it_and_by_the_cookie(client, auth):
+    page = client.get("/auth/signin", headers={"Accept-Language": "de"})
+    assert _lang(page) == ("de", "ltr")
+    assert sorted(_vary(page)) == ["Accept-Language", "Cookie"]  # each once, merged
+    # Without Accept-Language the default was chosen in its place: the same.
+    assert sorted(_vary(client.get("/"))) == ["Accept-Language", "Cookie"]
+    # Translated error JSON: the account API's message.
+    auth.signin()
+    refused = client.post(
+        "/account/api/delete",
+        json={"confirm": "nope"},
+        headers={"X-CSRFToken": auth.csrf(), "Accept-Language": "es"},
+    )
+    assert refused.json["message"] == "Escriba DELETE para confirmar."
+    assert sorted(_vary(refused)) == ["Accept-Language", "Cookie"]
+
+
+def test_an_answer_in_the_chosen_language_varies_by_the_cookie_alone(client):
+    client.set_cookie("auth.locale", "fr")
+    # The home page reads no other cookie: its Vary is the language's alone.
+    page = client.get("/", headers={"Accept-Language": "de"})
+    assert _lang(page) == ("fr", "ltr")
+    assert _vary(page) == ["Cookie"]
+
+
+def test_answers_that_choose_no_language_do_not_vary_by_it(client, auth):
+    headers = {"Accept-Language": "de"}
+    for signed_in in (False, True):
+        if signed_in:
+            auth.signin()
+        for path in ("/auth/session", "/auth/csrf", "/auth/providers"):
+            answer = client.get(path, headers=headers)
+            assert answer.status_code == 200
+            assert "Accept-Language" not in _vary(answer), (path, answer.headers)
+    # Choosing a language answers with a redirect that holds no words.
+    chosen = client.get("/language/de", headers=headers)
+    assert chosen.status_code == 303 and "Accept-Language" not in _vary(chosen)
+
+
 # -- dates, messages and e-mails in the reader's language ----------------------------------
 
 

@@ -260,6 +260,10 @@ def mfa_reset(email: str) -> None:
     for user in owners:
         app = second_factor.has_second_factor(user.id)
         codes = two_factor.remove_all(user.id)
+        if app:
+            audit.record(
+                audit.Event.SECOND_FACTOR_OFF, user_id=user.id, detail={"by": audit.OPERATOR}
+            )
         passkeys = execute_counting(delete(Authenticator).where(Authenticator.user_id == user.id))
         sessions = _end_sessions(Session.user_id == user.id)
         lines.append(

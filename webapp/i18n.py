@@ -9,6 +9,11 @@ cookie, set by the footer's links to ``GET /language/<code>``), else their brows
 written: anything else in the cookie or the header is ignored, and an unknown code in the
 URL is a 404.
 
+An answer whose words were chosen that way says so to caches: ``Vary: Cookie`` (the choice
+was read) and, when the browser's languages chose, ``Accept-Language``, merged with any
+``Vary`` it has. The selector adds them as it chooses, so an answer that translates nothing
+gets neither, and no work.
+
 The catalogues are ``translations/<code>/LC_MESSAGES/messages.po``; ``scripts/translations``
 extracts, updates and compiles them (the ``.mo`` files are built, not committed).
 """
@@ -29,6 +34,7 @@ from flask import (
     Blueprint,
     Flask,
     abort,
+    after_this_request,
     current_app,
     has_request_context,
     redirect,
@@ -206,11 +212,22 @@ def select_locale() -> str:
     if has_request_context():
         chosen = request.cookies.get(locale_cookie_name())
         if chosen in codes:
+            _vary("Cookie")
             return str(chosen)
+        _vary("Cookie", "Accept-Language")
         accepted = request.accept_languages.best_match(codes)
         if accepted is not None:
             return accepted
     return current_settings().default_locale
+
+
+def _vary(*headers: str) -> None:
+    """Add ``headers`` to this request's answer's ``Vary`` (merged with what it has)."""
+
+    @after_this_request
+    def add(response: Response) -> Response:
+        response.vary.update(headers)
+        return response
 
 
 def _locale() -> Locale:

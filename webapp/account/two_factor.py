@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import delete, func, select
 
 from webapp.account.flows import NOT_FOUND, require_recent
-from webapp.auth import recovery_codes, second_factor, totp
+from webapp.auth import audit, recovery_codes, second_factor, totp
 from webapp.auth.errors import AccountError
 from webapp.auth.sessions import AuthSession
 from webapp.clock import utcnow
@@ -105,6 +105,7 @@ def confirm_setup(*, user_id: int, current: AuthSession, code: str) -> list[str]
             WRONG_CODE, gettext("That code is not right. Check the app and try again.")
         )
     row.confirmed_at = utcnow()
+    audit.record(audit.Event.SECOND_FACTOR_ON, user_id=user_id)
     return recovery_codes.replace_codes(user_id)
 
 
@@ -114,6 +115,7 @@ def turn_off(*, user_id: int, current: AuthSession) -> None:
     if not second_factor.has_second_factor(user_id):
         raise AccountError(NOT_ON, gettext("Two-step verification is not on."))
     remove_all(user_id)
+    audit.record(audit.Event.SECOND_FACTOR_OFF, user_id=user_id, detail={"by": audit.BY_USER})
 
 
 def new_recovery_codes(*, user_id: int, current: AuthSession) -> list[str]:
@@ -121,7 +123,9 @@ def new_recovery_codes(*, user_id: int, current: AuthSession) -> list[str]:
     require_recent(current)
     if not second_factor.has_second_factor(user_id):
         raise AccountError(NOT_ON, gettext("Turn on two-step verification first."))
-    return recovery_codes.replace_codes(user_id)
+    codes = recovery_codes.replace_codes(user_id)
+    audit.record(audit.Event.RECOVERY_CODES_REPLACED, user_id=user_id)
+    return codes
 
 
 def remove_all(user_id: int) -> int:

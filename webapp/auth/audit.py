@@ -63,6 +63,13 @@ class Event(StrEnum):
     ACCOUNT_DELETED = "account.deleted"
     PASSKEY_ADDED = "passkey.added"
     PASSKEY_REMOVED = "passkey.removed"
+    #: Two-step verification (the authenticator app) turned on or off; ``detail.by``.
+    SECOND_FACTOR_ON = "second_factor.on"
+    SECOND_FACTOR_OFF = "second_factor.off"
+    #: A recovery code passed a sign-in's second factor (never the code); ``detail.left``.
+    RECOVERY_CODE_USED = "recovery.used"
+    #: New recovery codes replaced the old ones.
+    RECOVERY_CODES_REPLACED = "recovery.replaced"
     TOKEN_REFRESHED = "token.refreshed"
     TOKEN_REVOKED = "token.revoked"
 
@@ -70,7 +77,8 @@ class Event(StrEnum):
 SUCCESS = "success"
 FAILURE = "failure"
 
-#: Why sessions were revoked (``detail.reason`` of ``session.revoked``).
+#: Why sessions were revoked (``detail.reason`` of ``session.revoked``); the first and
+#: ``OPERATOR`` also say who turned the second factor off (``detail.by``).
 BY_USER = "user"
 OTHERS = "others"
 BACKCHANNEL = "backchannel"

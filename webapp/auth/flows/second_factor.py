@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from flask import request
 from sqlalchemy import select
 
-from webapp.auth import audit, pending_signin, ratelimit, second_factor
+from webapp.auth import audit, pending_signin, ratelimit, recovery_codes, second_factor
 from webapp.auth.errors import AuthError
 from webapp.auth.flows.finish import start_session
 from webapp.auth.pending_signin import Signin
@@ -139,5 +139,12 @@ def _check(user_id: int, code: str, *, recovery: bool) -> str:
             detail={"code": "second-factor"},
         )
         raise WrongCode()
+    if factor == second_factor.RECOVERY_CODE:
+        # Which code it was stays untold (not even its hash); how many are left is told.
+        audit.record(
+            audit.Event.RECOVERY_CODE_USED,
+            user_id=user_id,
+            detail={"left": recovery_codes.remaining(user_id)},
+        )
     ratelimit.release(counted, with_request=True)
     return factor
