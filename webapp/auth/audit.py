@@ -25,9 +25,10 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
 from ipaddress import IPv6Address, ip_address, ip_network
+from typing import Any
 
 from flask import g, has_request_context, request
-from sqlalchemy import ColumnElement, Insert, insert, or_, select, tuple_
+from sqlalchemy import ColumnElement, Insert, Row, insert, or_, select, tuple_
 
 from webapp import transactions
 from webapp.auth.addresses import address_or_none
@@ -239,10 +240,24 @@ def is_new_device(user_id: int, *, within: timedelta) -> bool:
     return db.session.execute(signins.limit(1)).first() is not None
 
 
-def for_user(user_id: int, *, before: int | None, limit: int) -> list[AuthEvent]:
-    """The user's events a person is shown, newest first, at most ``limit``; ``before``: only
-    those older than that event of theirs (the next page)."""
-    query = select(AuthEvent).where(
+#: What a person is shown of an event (``for_user``): not the request id or the subject hash.
+SHOWN_COLUMNS = (
+    AuthEvent.id,
+    AuthEvent.occurred_at,
+    AuthEvent.type,
+    AuthEvent.outcome,
+    AuthEvent.error_code,
+    AuthEvent.provider,
+    AuthEvent.device,
+    AuthEvent.ip,
+    AuthEvent.detail,
+)
+
+
+def for_user(user_id: int, *, before: int | None, limit: int) -> Sequence[Row[Any]]:
+    """The user's events a person is shown (``SHOWN_COLUMNS``, as rows), newest first, at
+    most ``limit``; ``before``: only those older than that event of theirs (the next page)."""
+    query = select(*SHOWN_COLUMNS).where(
         AuthEvent.user_id == user_id,
         AuthEvent.type.not_in([event.value for event in NOT_SHOWN_TO_PEOPLE]),
     )
@@ -258,7 +273,7 @@ def for_user(user_id: int, *, before: int | None, limit: int) -> list[AuthEvent]
             tuple_(AuthEvent.occurred_at, AuthEvent.id) < tuple_(after.occurred_at, after.id)
         )
     order = (AuthEvent.occurred_at.desc(), AuthEvent.id.desc())
-    return list(db.session.scalars(query.order_by(*order).limit(limit)))
+    return db.session.execute(query.order_by(*order).limit(limit)).all()
 
 
 def search(
