@@ -321,57 +321,56 @@ def profile_layers(samples: list[tuple[list[str], int]]) -> list[str]:
 
 ANALYSIS = """## What was optimised, and where the time goes
 
-Instructions per in-process `GET /auth/session` (signed in, PostgreSQL; `python -m
+Instructions per in-process request (signed in where it applies, PostgreSQL; `python -m
 bench.instructions`, callgrind, which unlike timings does not move with the machine's
-load): 1,732,563 before the changes below, 1,395,452 with the session read on the driver,
-1,128,248 with the app's other changes (-35%). Signed out the app costs 794,527, a bare
-Flask app answering `null` 361,018; the gunicorn worker around it (gthread, keep-alive,
-access log) brings a signed-out request to about 1,715,000: gunicorn costs more per
-request than the whole app.
+load), app only, access log on:
 
-- The session read is one statement (session joined with user) outside any transaction:
-  no BEGIN/ROLLBACK round trips; psycopg prepares it on the server after five uses on a
-  connection, so later reads skip parsing and planning. Inside the update age nothing is
-  written and no cookie is re-sent (the table above counts this under load).
-- On PostgreSQL that statement runs straight on the pooled psycopg connection
-  (`database.HotSelect`): compiled once from the Core statement, one cursor kept per
-  connection, result types applied as SQLAlchemy would. SQLAlchemy's connection wrapper,
-  execution context and result objects cost more CPU than the query itself. It announces
-  each statement through a signal, so `SQL_COUNT_HEADERS` and the tests still count it;
-  a dropped connection still replaces the pool and answers 503. SQLite keeps the Core path.
-- Work done once instead of per request: Flask's session serializer (Flask builds it twice
-  per request, cookie or not), the security headers as one list, the static files'
-  cache header set by the static view instead of an after_request hook on every response.
-- gunicorn's access log builds only the seven fields our format prints (`AccessLogger` in
-  gunicorn.conf.py) instead of some forty (every header and environ variable): the
-  gunicorn worker's instructions per signed-out request went from 1,877,881 to 1,715,410
-  (-9%, callgrind over the whole worker).
-- The pool's pre-ping is off (`DB_POOL_PRE_PING=false`): it sent `SELECT 1` before every
-  session read, a second round trip (the pre-ping row in the SQL table).
-- The session JSON's date is formatted with `isoformat` instead of `strftime`.
-- gunicorn runs `gthread` workers (keep-alive), one per core with 4 threads. Measured and
-  not kept: `sync` workers (a new TCP connection per request; slower); 1 thread (6.0
-  context switches per session read against 9.4, about 10% more reads per second, but a
-  slow identity provider or mail server would then hold up every request of its worker);
-  3 or 4 workers (within the noise); the `gevent` worker (about a third of gthread's cost
-  on an empty app and no context switches at all, but within 10% on ours, and its p99
-  rose to over a second as one worker took most connections; 140-150 ms with
-  `reuse_port`, still three times gthread's); gunicorn's optional C parser `gunicorn_h1c`
-  (3% in a rough timing; the version gunicorn 27's `fast` extra asks for is not on the
-  package index, and an older C HTTP parser than the server expects is not worth 3%).
-- What remains is framework and server time, shared by every request: the layer table
-  below attributes each profile sample to the innermost library it was in; no single
-  frame has more than 3% self time. gunicorn's gthread worker alone costs about 600 us of
-  CPU per request on this machine even for an app that returns a constant (threads hand
-  each request to one another through a queue and a pipe: some 70 futex calls per
-  request). A lower floor would need a WSGI server written in C or Rust, or answering
-  `GET /auth/session` outside Flask (a second request pipeline to keep in step with the
-  first); neither is done.
-- Memory: almost all of a worker's resident memory is there once the app is imported
-  (SQLAlchemy, Flask and its extensions, Authlib, joserfc and cryptography, ua-parser's
-  regexes); serving adds a few MB. gunicorn.conf.py serves `create_app(migrations=False)`,
-  which leaves out Flask-Migrate and Alembic (about 9 MB per worker, 120 modules) that
-  only the `flask db` commands need. PSS, which splits shared pages, is lower than RSS.
+| request | before issue 13 | now |
+|---|---:|---:|
+| GET /auth/session, session cookie | 1,282,000 | 1,070,000 |
+| GET /auth/session, session and CSRF cookies | 1,440,000 | 1,070,000 |
+| GET /auth/csrf | 1,550,000 | 1,130,000 |
+| GET /auth/providers | 1,060,000 | 733,000 |
+| GET /account (10 sessions, 20 events shown) | ACCOUNT_BEFORE | ACCOUNT_AFTER |
+
+- **The server.** granian (Rust, `deploy/serve.py`) replaced gunicorn's `gthread` worker,
+  which cost about 600 us of CPU per request on this machine even for an app returning a
+  constant. Same app, same run, 2 workers x 4 threads, 32 connections: session reads
+  1,629 against 1,149 req/s, csrf 2,673 against 1,579, providers 4,459 against 2,062.
+  Not kept: gunicorn `sync` (a connection per request), `gevent` (p99 over a second as
+  one worker took most connections), 1 thread per worker (about 10% more session reads,
+  but one slow provider or mail server would hold up its whole worker).
+- **The session read** is one statement (session joined with user) run straight on the
+  pooled psycopg connection outside any transaction (`database.HotSelect`), prepared by
+  the server after five uses; nothing is written and no cookie re-sent inside the update
+  age (the SQL table above counts this under load).
+- **Flask and its extensions**: Flask's session cookie is decoded on first use and signed
+  by one serializer per app (keys derived once, no zlib attempt); the CSRF token is minted
+  with such a serializer (Flask-WTF checks it unchanged), and the CSRF hook looks at the
+  method before the view's exemption; no remember-me cookie hook (sessions live in the
+  database); Flask asks once per view whether it is a coroutine; log records skip the
+  caller, thread and process lookups; `GET providers` answers a body made once per base
+  URL; the security and no-store headers are one list, added in one extend.
+- **The account page**: Jinja's `_()` finds the request's catalogue in the render's
+  variables (put there once per render) instead of through Flask-Babel's request globals,
+  a dozen context-local lookups per call and a fifth of the page's time; a moment is
+  formatted with one date-time pattern per locale, built once; the sessions list and
+  Recent activity read only the columns they show, as rows, not ORM objects; per-row
+  labels and the CSRF token are worked out once per list, and an event's wording is a
+  macro instead of an include per entry.
+- **Where /account's time goes now** (py-spy, in process): rendering about 45%, of which
+  Jinja's own call machinery and Markup escaping are the largest parts; SQLAlchemy's ORM
+  execution layer about a third (seven statements, six of them through the ORM, plus
+  BEGIN and COMMIT: nine round trips); Babel's date formatting under 10%. What would pay
+  next, not done: reading the page's rows on the driver as the session read does (no
+  BEGIN/COMMIT, no ORM layer), one form for all the sessions' sign-out buttons instead of
+  one per row.
+- **Memory**: almost all of a worker's resident memory is there once the app is
+  imported: Python and Flask about 30 MB, SQLAlchemy and psycopg about 20 MB, Authlib and
+  its JOSE and cryptography about 16 MB, webauthn 5 MB, the app's own modules, templates
+  and catalogues about 27 MB; serving adds a few MB. `webapp.wsgi` leaves out
+  Flask-Migrate and Alembic (about 9 MB). PSS, which splits pages shared between the
+  workers, is lower than RSS.
 """
 
 
@@ -622,13 +621,37 @@ def targets(
     return out
 
 
+#: bench/cluster's part of RESULTS.md: it writes this section, and bench/run keeps it.
+CLUSTER_HEADING = "## Several instances: two behind HAProxy against one (bench/cluster)"
+
+
+def split_section(text: str, heading: str) -> tuple[str, str]:
+    """``text`` without the section under ``heading`` (up to the next ``## `` heading),
+    and that section ("" if there is none)."""
+    start = text.find("\n" + heading + "\n")
+    if start < 0:
+        return text, ""
+    end = text.find("\n## ", start + 1)
+    end = len(text) if end < 0 else end
+    return text[:start] + text[end:], text[start + 1 : end].rstrip() + "\n"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__)
-    parser.add_argument("folder", type=Path)
+    parser.add_argument("folder", type=Path, help="bench/run's raw outputs")
     parser.add_argument("--results", type=Path, default=Path("bench/RESULTS.md"))
+    parser.add_argument(
+        "--cluster", action="store_true", help="folder is bench/cluster's: put its table.md in"
+    )
     args = parser.parse_args(argv)
+    old = args.results.read_text() if args.results.is_file() else ""
+    rest, cluster = split_section(old, CLUSTER_HEADING)
+    if args.cluster:
+        table = (args.folder / "table.md").read_text().strip()
+        args.results.write_text(rest.rstrip() + f"\n\n{CLUSTER_HEADING}\n\n{table}\n")
+        return
     terminal, markdown = build(args.folder)
-    args.results.write_text(markdown + "\n")
+    args.results.write_text(markdown.rstrip() + ("\n\n" + cluster if cluster else "\n"))
     print(terminal)
 
 

@@ -75,6 +75,31 @@ def test_report_computes_ratios_against_the_peer(tmp_path: Path):
     assert "MISSED: session at 32 connections: 2.00x" in terminal
 
 
+def test_bench_run_keeps_the_cluster_section_and_bench_cluster_replaces_it(tmp_path: Path):
+    results = tmp_path / "RESULTS.md"
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "ours-r1-c32-session.txt").write_text(WRK_OUTPUT)
+    cluster = tmp_path / "cluster"
+    cluster.mkdir()
+    (cluster / "table.md").write_text("| two | one |\n|---|---|\n| 1 | 2 |\n")
+
+    report.main([str(cluster), "--cluster", "--results", str(results)])
+    report.main([str(run), "--results", str(results)])
+    text = results.read_text()
+    assert text.startswith("# Benchmark results")
+    assert text.count(report.CLUSTER_HEADING) == 1
+    assert text.rstrip().endswith("| 1 | 2 |")
+
+    (cluster / "table.md").write_text("| two | one |\n|---|---|\n| 3 | 4 |\n")
+    report.main([str(cluster), "--cluster", "--results", str(results)])
+    again = results.read_text()
+    assert again.count(report.CLUSTER_HEADING) == 1
+    assert "| 1 | 2 |" not in again and "| 3 | 4 |" in again
+    before = text.split(report.CLUSTER_HEADING)[0]
+    assert again.split(report.CLUSTER_HEADING)[0].strip() == before.strip()
+
+
 def test_seeded_tokens_read_as_their_users(postgres_url: str):
     seed.seed(postgres_url, users=5, sessions=12, expired=3, events=8)
     app = create_app(base_config(postgres_url), environ={})
