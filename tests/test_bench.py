@@ -6,6 +6,7 @@ figures depend on the machine. These only check that its pieces do what it relie
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -98,6 +99,19 @@ def test_bench_run_keeps_the_cluster_section_and_bench_cluster_replaces_it(tmp_p
     assert "| 1 | 2 |" not in again and "| 3 | 4 |" in again
     before = text.split(report.CLUSTER_HEADING)[0]
     assert again.split(report.CLUSTER_HEADING)[0].strip() == before.strip()
+
+
+def test_report_tells_the_openid_connect_flow_and_its_callback_alone(tmp_path: Path):
+    flow = {"flows": 40, "flows_per_s": 8.0, "p50_ms": 120, "p90_ms": 200, "p99_ms": 300}
+    (tmp_path / "oauth-flow.json").write_text(json.dumps({**flow, "failures": {}}))
+    line = '127.0.0.1 "GET /auth/callback/op?code=[redacted] HTTP/1.1" 302 231 {}ms rid=x "-"'
+    other = '127.0.0.1 "GET /auth/session HTTP/1.1" 200 80 999ms rid=y "-"'
+    times = [10] * 98 + [50, 400]
+    (tmp_path / "access.log").write_text("\n".join([other, *(line.format(t) for t in times)]))
+    _, markdown = report.build(tmp_path)
+    section = markdown.split("## OpenID Connect sign-in, the whole flow")[1].split("\n## ")[0]
+    assert "complete flows: 40 (8.0 per second), p50 120 ms, p90 200 ms, p99 300 ms" in section
+    assert "100 answers, p50 10 ms, p99 400 ms" in section
 
 
 def test_seeded_tokens_read_as_their_users(postgres_url: str):
