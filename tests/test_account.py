@@ -332,6 +332,9 @@ def test_ending_another_session_signs_that_browser_out(app, client, auth, second
         f"/account/sessions/{theirs}/end", data={"csrfToken": auth.csrf()}, headers=HTMX
     )
     assert "That session was signed out." in r.get_data(as_text=True)
+    # The section is read again inside the request's transaction: the change shows.
+    assert f"/account/sessions/{theirs}/end" not in r.get_data(as_text=True)
+    assert f"/account/sessions/{mine}/end" in r.get_data(as_text=True)
     assert _session_ids(app, user.id) == [mine]
     assert second_browser.get("/auth/session").json is None
     assert client.get("/auth/session").json["user"]["email"] == "ann@example.com"

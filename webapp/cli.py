@@ -46,7 +46,6 @@ from webapp.models import (
 )
 from webapp.settings import ConfigError, current_settings
 from webapp.ui.qr import print_qr
-from webapp.upgrade import upgrade_once
 
 auth_cli = AppGroup("auth", help="Inspect and clean up sign-in data.")
 
@@ -359,6 +358,9 @@ def migrate(on_start: bool) -> None:
     on DATABASE_DIRECT_URL, else DATABASE_URL)."""
     if on_start and not current_settings().migrate_on_start:
         return
+    # Imported here: Alembic (about 10 MB) is for this command, never for a server's worker.
+    from webapp.upgrade import upgrade_once
+
     try:
         done = upgrade_once()
     except ConfigError as exc:

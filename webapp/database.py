@@ -157,7 +157,7 @@ def _sqlite_begin(conn: Any) -> None:
 
 
 class HotSelect:
-    """A fixed SELECT for the hot path: outside any transaction, at the least CPU per call.
+    """A fixed SELECT for hot paths: outside any transaction, at the least CPU per call.
 
     On psycopg the statement, compiled once, runs on the pooled driver connection directly
     in autocommit mode: no BEGIN/ROLLBACK round trips, and none of SQLAlchemy's execution
@@ -166,8 +166,12 @@ class HotSelect:
     connections never prepare (behind a transaction pooler, ``engine_options``): it runs
     on a connection of the engine's pool, which carries that setting. Result columns go
     through their TypeDecorator (UTC timestamps), so rows read as SQLAlchemy's would. Parameters
-    are passed to the driver as given: use plain strings and numbers. On other databases
-    (SQLite) the Core statement runs on an AUTOCOMMIT connection.
+    are passed to the driver as given: use plain strings, numbers and aware datetimes.
+    Values fixed in the statement (an ``IN`` list of constants) are expanded once.
+
+    While the request's session has a transaction open, the statement runs in it instead:
+    a page re-rendered after a change must see that change, not yet committed. On other
+    databases (SQLite) the Core statement runs on an AUTOCOMMIT connection.
     """
 
     def __init__(self, statement: Select[*tuple[Any, ...]]) -> None:
@@ -179,17 +183,45 @@ class HotSelect:
             for i, c in enumerate(columns)
             if isinstance(c.type, TypeDecorator)
         ]
-        self._sql: dict[Engine, str] = {}
+        self._sql: dict[Engine, tuple[str, dict[str, Any]]] = {}
 
     def first(self, params: Mapping[str, Any]) -> Any | None:
         """Return the first row (a named tuple) or None."""
+        rows = self._run(params, one=True)
+        return rows[0] if rows else None
+
+    def one(self, params: Mapping[str, Any]) -> Any:
+        """Return the row of a statement that always yields one (of scalar subqueries)."""
+        row = self.first(params)
+        if row is None:
+            raise LookupError("the statement yielded no row")
+        return row
+
+    def all(self, params: Mapping[str, Any]) -> list[Any]:
+        """Return every row (named tuples)."""
+        return self._run(params, one=False)
+
+    def _compiled(self, engine: Engine) -> tuple[str, dict[str, Any]]:
+        """The driver's SQL for ``engine`` and the values fixed in the statement."""
+        found = self._sql.get(engine)
+        if found is None:
+            compiled = self.statement.compile(dialect=engine.dialect)
+            free = {name: None for name, value in compiled.params.items() if value is None}
+            expanded = compiled.construct_expanded_state(free)
+            fixed = {k: v for k, v in expanded.parameters.items() if k not in free}
+            found = self._sql[engine] = (expanded.statement, fixed)
+        return found
+
+    def _run(self, params: Mapping[str, Any], *, one: bool) -> list[Any]:
         engine = db.engine
+        if db.session().in_transaction():
+            result = db.session.execute(self.statement, params)
+            return [result.first()] if one else list(result.all())
         if engine.dialect.driver != "psycopg":
             with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-                return conn.execute(self.statement, params).first()
-        sql = self._sql.get(engine)
-        if sql is None:
-            sql = self._sql[engine] = str(self.statement.compile(dialect=engine.dialect))
+                result = conn.execute(self.statement, params)
+                return [result.first()] if one else list(result.all())
+        sql, fixed = self._compiled(engine)
         dbapi_error = engine.dialect.loaded_dbapi.Error
         pooled = None
         try:
@@ -203,8 +235,12 @@ class HotSelect:
             driver.autocommit = True
             try:
                 driver_statement.send(statement=sql)
-                cursor.execute(sql, params)
-                found = cursor.fetchone()
+                cursor.execute(sql, {**fixed, **params} if fixed else params)
+                if one:
+                    found = cursor.fetchone()
+                    fetched = [] if found is None else [found]
+                else:
+                    fetched = cursor.fetchall()
             finally:
                 driver.autocommit = False
         except dbapi_error as exc:
@@ -228,8 +264,11 @@ class HotSelect:
         finally:
             if pooled is not None:
                 pooled.close()
-        if found is None:
-            return None
+        return [self._converted(row, engine) for row in fetched]
+
+    def _converted(self, found: Any, engine: Engine) -> Any:
+        if not self._processors:
+            return self._row(*found)
         values = list(found)
         for i, process in self._processors:
             values[i] = process(values[i], engine.dialect)

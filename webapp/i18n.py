@@ -21,14 +21,15 @@ extracts, updates and compiles them (the ``.mo`` files are built, not committed)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from functools import cache
+from datetime import UTC, date, datetime
+from datetime import time as dt_time
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
 import flask_babel
 from babel import Locale
-from babel.dates import format_datetime, format_skeleton, match_skeleton
+from babel.dates import format_date, format_datetime, format_time, match_skeleton
 from babel.support import NullTranslations
 from flask import (
     Blueprint,
@@ -44,6 +45,7 @@ from flask import (
 from flask_babel import Babel, get_locale
 from jinja2.runtime import Context
 from jinja2.utils import pass_context
+from markupsafe import Markup
 from werkzeug.wrappers import Response
 
 from webapp.auth import cookies
@@ -58,8 +60,10 @@ LOCALE_COOKIE = "auth.locale"
 COOKIE_MAX_AGE = 365 * 24 * 3600
 #: Where ``create_app`` keeps the shipped languages (``app.extensions``).
 EXTENSION_KEY = "webapp.languages"
-#: The template variable a render finds its catalogue in (``_render_catalogue``).
+#: The template variables a render finds its catalogue and its date formats in
+#: (``_render_catalogue``, ``_render_formats``).
 CATALOGUE_VAR = "_catalogue"
+FORMATS_VAR = "_date_formats"
 #: How pages write a day: "Nov 24, 2026", "24. Nov. 2026", … (a CLDR skeleton).
 DAY_SKELETON = "yMMMd"
 
@@ -154,8 +158,10 @@ def init_app(app: Flask, conf: Settings) -> None:
     app.register_blueprint(bp)
     app.add_template_global(current_language)
     app.add_template_global(language_links)
-    app.add_template_filter(format_day, "day")
-    app.add_template_filter(format_moment, "moment")
+    app.context_processor(_render_formats)
+    app.add_template_filter(_day_filter, "day")
+    app.add_template_filter(_day_element, "day_element")
+    app.add_template_filter(_moment_element, "moment_element")
 
 
 def _render_catalogue() -> dict[str, NullTranslations]:
@@ -270,23 +276,96 @@ def choose(code: str) -> Response:
 
 
 def format_day(moment: datetime) -> str:
-    """A day (UTC) in the page's language: "Nov 24, 2026", "24. Nov. 2026", …"""
-    return format_skeleton(DAY_SKELETON, moment, tzinfo=UTC, locale=_locale())
+    """A day (UTC) in the request's language: "Nov 24, 2026", "24. Nov. 2026", …"""
+    return _day(_formats(_locale()), moment)
 
 
 def format_moment(moment: datetime) -> str:
     """A day and a time of day in UTC, without seconds: "Nov 24, 2026, 10:40 PM UTC"."""
-    locale = _locale()
-    return format_datetime(moment, _moment_pattern(locale), tzinfo=UTC, locale=locale) + " UTC"
+    return _moment(_formats(_locale()), moment)
+
+
+@pass_context
+def _day_filter(context: Context, moment: datetime) -> str:
+    """``| day``: ``format_day`` in the page's language."""
+    return _day(_page_formats(context), moment)
+
+
+@pass_context
+def _day_element(context: Context, moment: datetime) -> Markup:
+    """``| day_element``: the day as pages show it, in ``<time datetime="…">``."""
+    text = _day(_page_formats(context), moment)
+    return Markup('<time datetime="%s">%s</time>') % (moment.isoformat(), text)
+
+
+@pass_context
+def _moment_element(context: Context, moment: datetime) -> Markup:
+    """``| moment_element``: the moment as pages show it, in ``<time datetime="…">``."""
+    text = _moment(_page_formats(context), moment)
+    return Markup('<time datetime="%s">%s</time>') % (moment.isoformat(), text)
+
+
+@dataclass(frozen=True, eq=False)
+class _Formats:
+    """A locale's ways of writing a day and a moment, made once per locale (``_formats``).
+    Compared by identity: the caches of formatted texts are keyed on it."""
+
+    locale: Locale
+    #: The day's pattern (``DAY_SKELETON``) and the short time of day's.
+    day: str
+    time: str
+    #: How the locale's medium date-time format joins them: "{1}, {0}", "{1} um {0}", …
+    joined: str
 
 
 @cache
-def _moment_pattern(locale: Locale) -> str:
-    """The locale's pattern for a day (``DAY_SKELETON``) and a short time of day, joined
-    as its medium date-time format joins them: one pattern, built once per locale, where
-    formatting the two parts apart cost twice as much on pages listing many moments."""
+def _formats(locale: Locale) -> _Formats:
+    """The locale's patterns, found once. The day and the time of day are formatted apart
+    and joined as the medium date-time format joins them: pages list many moments, and the
+    texts of a day or of a minute repeat (``_day_text``, ``_time_text``)."""
     skeletons = locale.datetime_skeletons
     day = skeletons[match_skeleton(DAY_SKELETON, skeletons) or DAY_SKELETON].pattern
     time = locale.time_formats["short"].pattern
-    joined = str(locale.datetime_formats["medium"])
-    return joined.replace("{1}", day).replace("{0}", time)
+    # The joining pattern has no field of its own, only "{1}", "{0}" and quoted literals
+    # (" 'at' "), which formatting it unquotes.
+    joined = format_datetime(
+        datetime(2000, 1, 1), str(locale.datetime_formats["medium"]), locale=locale
+    )
+    return _Formats(locale, day, time, joined)
+
+
+def _render_formats() -> dict[str, _Formats]:
+    """The request's formats, looked up once per render (a context processor)."""
+    return {FORMATS_VAR: _formats(_locale())}
+
+
+def _page_formats(context: Context) -> _Formats:
+    # As for the catalogue: a macro imported without context finds none in its variables.
+    found = context.get(FORMATS_VAR)
+    return found if isinstance(found, _Formats) else _formats(_locale())
+
+
+def _as_utc(moment: datetime) -> datetime:
+    """``moment`` in UTC; a naive one is taken to be UTC already (as Babel takes it)."""
+    return moment.astimezone(UTC) if moment.tzinfo is not None else moment
+
+
+def _day(formats: _Formats, moment: datetime) -> str:
+    return _day_text(formats, _as_utc(moment).date())
+
+
+def _moment(formats: _Formats, moment: datetime) -> str:
+    utc = _as_utc(moment)
+    day = _day_text(formats, utc.date())
+    time = _time_text(formats, utc.hour, utc.minute)
+    return formats.joined.replace("{1}", day).replace("{0}", time) + " UTC"
+
+
+@lru_cache(maxsize=4096)
+def _day_text(formats: _Formats, day: date) -> str:
+    return format_date(day, formats.day, locale=formats.locale)
+
+
+@lru_cache(maxsize=4096)
+def _time_text(formats: _Formats, hour: int, minute: int) -> str:
+    return format_time(dt_time(hour, minute), formats.time, locale=formats.locale)

@@ -8,11 +8,12 @@ committed when it ends (webapp/transactions.py).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
-from sqlalchemy import delete, select
+from sqlalchemy import bindparam, delete, select
 
 from webapp.auth import audit, notices, reauth
 from webapp.auth.devices import describe_device
@@ -23,7 +24,7 @@ from webapp.auth.passkeys import clean_name, unavailable_reason
 from webapp.auth.providers import provider_name, providers
 from webapp.auth.sessions import AuthSession, end_current_session
 from webapp.clock import utcnow
-from webapp.database import execute_counting
+from webapp.database import HotSelect, execute_counting
 from webapp.extensions import db
 from webapp.i18n import gettext, ngettext
 from webapp.models import (
@@ -48,6 +49,37 @@ REAUTH_REQUIRED = "RecentSignInRequired"
 NOT_CONFIRMED = "ConfirmationRequired"
 #: Removing the e-mail sign-in that comes with the verified address (it would come back).
 EMAIL_KEPT = "EmailSignInKept"
+
+
+class ShownUser(Protocol):
+    """What the account area reads of a user: a ``User`` or a row of those columns."""
+
+    id: int
+    name: str | None
+    email: str | None
+    email_verified: datetime | None
+    image: str | None
+    created_at: datetime
+
+
+class ShownAccount(Protocol):
+    """What the account area reads of a linked account: an ``Account`` or such a row."""
+
+    id: int
+    provider: str
+    type: str
+    provider_account_id: str
+    created_at: datetime
+
+
+class ShownPasskey(Protocol):
+    """What the account area reads of a passkey: an ``Authenticator`` or such a row."""
+
+    id: int
+    name: str
+    created_at: datetime
+    last_used_at: datetime | None
+    backed_up: bool
 
 
 @dataclass(frozen=True)
@@ -104,13 +136,13 @@ class PasskeyInfo:
     synced: bool
 
 
-def _passkey_info(row: Authenticator) -> PasskeyInfo:
+def _passkey_info(row: ShownPasskey) -> PasskeyInfo:
     return PasskeyInfo(row.id, row.name, row.created_at, row.last_used_at, row.backed_up)
 
 
 @dataclass(frozen=True)
 class Overview:
-    user: User
+    user: ShownUser
     accounts: list[SignInMethod]
     #: A link or code sent to the verified address signs the user in (None: it does not).
     email_signin: EmailSignIn | None
@@ -128,7 +160,7 @@ class Overview:
     passkey_problem: str | None
 
 
-def _method(account: Account, user: User) -> SignInMethod:
+def _method(account: ShownAccount, user: ShownUser) -> SignInMethod:
     return SignInMethod(
         account.id,
         account.provider,
@@ -146,7 +178,7 @@ def sign_in_method(*, user_id: int, account_id: int) -> SignInMethod | None:
     return _method(account, user) if account is not None and user is not None else None
 
 
-def _email_signin(user: User) -> EmailSignIn | None:
+def _email_signin(user: ShownUser) -> EmailSignIn | None:
     """E-mail sign-in for ``user``, when a link or code sent to their address signs them
     in: an e-mail provider is configured and the address is verified. A link to an
     unverified address signs in a new user of its own, never this one (the linking rules,
@@ -159,7 +191,7 @@ def _email_signin(user: User) -> EmailSignIn | None:
     return EmailSignIn(provider.id, provider.name, user.email)
 
 
-def _follows_address(account: Account, user: User) -> bool:
+def _follows_address(account: ShownAccount, user: ShownUser) -> bool:
     """Whether ``account`` is an e-mail provider's row for the user's verified address."""
     provider = providers().get(account.provider)
     return (
@@ -188,7 +220,9 @@ def _passkeys_offered() -> bool:
     return any(p.type == "webauthn" for p in providers().values())
 
 
-def _leaves_a_method(user: User, accounts: list[Account], passkeys: list[Authenticator]) -> bool:
+def _leaves_a_method(
+    user: ShownUser, accounts: Sequence[ShownAccount], passkeys: Sequence[ShownPasskey]
+) -> bool:
     """Whether the user keeps a way to sign in after removing one of ``accounts`` or
     ``passkeys``: e-mail sign-in to the verified address, another linked provider, or
     another passkey (while passkeys are on). Without e-mail sign-in no row follows from
@@ -198,28 +232,55 @@ def _leaves_a_method(user: User, accounts: list[Account], passkeys: list[Authent
     return len(accounts) + (len(passkeys) if _passkeys_offered() else 0) > 1
 
 
+#: What the account page reads, each one statement on the driver outside a transaction
+#: (``HotSelect``): only the columns it shows, as rows, where ORM objects and the
+#: request's BEGIN/COMMIT cost more than the queries.
+_PAGE_USER = HotSelect(
+    select(User.id, User.name, User.email, User.email_verified, User.image, User.created_at).where(
+        User.id == bindparam("user_id")
+    )
+)
+_PAGE_ACCOUNTS = HotSelect(
+    select(
+        Account.id, Account.provider, Account.type, Account.provider_account_id, Account.created_at
+    )
+    .where(Account.user_id == bindparam("user_id"))
+    .order_by(Account.id)
+)
+_PAGE_PASSKEYS = HotSelect(
+    select(
+        Authenticator.id,
+        Authenticator.name,
+        Authenticator.created_at,
+        Authenticator.last_used_at,
+        Authenticator.backed_up,
+    )
+    .where(Authenticator.user_id == bindparam("user_id"))
+    .order_by(Authenticator.id)
+)
+_PAGE_SESSIONS = HotSelect(
+    select(
+        Session.id,
+        Session.user_agent,
+        Session.ip,
+        Session.created_at,
+        Session.last_active_at,
+        Session.provider,
+    )
+    .where(Session.user_id == bindparam("user_id"), Session.expires > bindparam("now"))
+    .order_by(Session.last_active_at.desc(), Session.id.desc())
+)
+
+
 def account_overview(*, user_id: int, session: AuthSession) -> Overview:
     """Return everything the account page shows for the signed-in user."""
-    user = db.session.get(User, user_id)
+    user = _PAGE_USER.first({"user_id": user_id})
     if user is None:
         raise AccountError(NOT_FOUND, gettext("This account no longer exists."))
-    accounts = _accounts(user_id)
-    passkeys = _passkeys(user_id)
+    accounts = _PAGE_ACCOUNTS.all({"user_id": user_id})
+    passkeys = _PAGE_PASSKEYS.all({"user_id": user_id})
     linked = {a.provider for a in accounts}
-    # The columns the list shows, as rows: up to the session limit of them, where loading
-    # whole ORM objects cost more than the query.
-    rows = db.session.execute(
-        select(
-            Session.id,
-            Session.user_agent,
-            Session.ip,
-            Session.created_at,
-            Session.last_active_at,
-            Session.provider,
-        )
-        .where(Session.user_id == user_id, Session.expires > utcnow())
-        .order_by(Session.last_active_at.desc(), Session.id.desc())
-    )
+    rows = _PAGE_SESSIONS.all({"user_id": user_id, "now": utcnow()})
     return Overview(
         user=user,
         accounts=[_method(a, user) for a in accounts],

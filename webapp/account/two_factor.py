@@ -11,13 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import bindparam, delete, func, select
 
 from webapp.account.flows import NOT_FOUND, require_recent
 from webapp.auth import audit, recovery_codes, second_factor, totp
 from webapp.auth.errors import AccountError
 from webapp.auth.sessions import AuthSession
 from webapp.clock import utcnow
+from webapp.database import HotSelect
 from webapp.extensions import db
 from webapp.i18n import gettext
 from webapp.models import Authenticator, RecoveryCode, TotpAuthenticator, User
@@ -47,25 +48,31 @@ class Setup:
     uri: str
 
 
+_STATUS = HotSelect(
+    select(
+        select(TotpAuthenticator.confirmed_at)
+        .where(TotpAuthenticator.user_id == bindparam("user_id"))
+        .scalar_subquery()
+        .label("on_since"),
+        select(func.count())
+        .where(RecoveryCode.user_id == bindparam("user_id"), RecoveryCode.used_at.is_(None))
+        .scalar_subquery()
+        .label("codes_left"),
+        select(func.count())
+        .where(Authenticator.user_id == bindparam("user_id"))
+        .scalar_subquery()
+        .label("passkeys"),
+    )
+)
+
+
 def status(user_id: int) -> Status:
     """Read what the account page says about the user's second factors, in one statement."""
-    codes_left = (
-        select(func.count())
-        .where(RecoveryCode.user_id == user_id, RecoveryCode.used_at.is_(None))
-        .scalar_subquery()
-    )
-    passkeys = select(func.count()).where(Authenticator.user_id == user_id).scalar_subquery()
-    confirmed = (
-        select(TotpAuthenticator.confirmed_at)
-        .where(TotpAuthenticator.user_id == user_id)
-        .scalar_subquery()
-    )
-    row = db.session.execute(select(confirmed, codes_left, passkeys)).one()
-    on_since, left, count = row
+    row = _STATUS.one({"user_id": user_id})
     return Status(
-        on_since=on_since,
-        recovery_codes_left=int(left) if on_since else 0,
-        passkeys=int(count),
+        on_since=row.on_since,
+        recovery_codes_left=int(row.codes_left) if row.on_since else 0,
+        passkeys=int(row.passkeys),
     )
 
 

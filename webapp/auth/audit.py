@@ -28,14 +28,14 @@ from ipaddress import IPv6Address, ip_address, ip_network
 from typing import Any
 
 from flask import g, has_request_context, request
-from sqlalchemy import ColumnElement, Insert, Row, insert, or_, select, tuple_
+from sqlalchemy import ColumnElement, Insert, bindparam, insert, or_, select, tuple_
 
 from webapp import transactions
 from webapp.auth.addresses import address_or_none
 from webapp.auth.devices import device_label
 from webapp.auth.ratelimit import identifier_hash
 from webapp.clock import utcnow
-from webapp.database import delete_in_batches
+from webapp.database import HotSelect, delete_in_batches
 from webapp.extensions import db
 from webapp.models import AuthEvent, User
 from webapp.observability import current_request_id
@@ -254,26 +254,38 @@ SHOWN_COLUMNS = (
 )
 
 
-def for_user(user_id: int, *, before: int | None, limit: int) -> Sequence[Row[Any]]:
+_SHOWN = select(*SHOWN_COLUMNS).where(
+    AuthEvent.user_id == bindparam("user_id"),
+    AuthEvent.type.not_in([event.value for event in NOT_SHOWN_TO_PEOPLE]),
+)
+_NEWEST_FIRST = (AuthEvent.occurred_at.desc(), AuthEvent.id.desc())
+#: The account page's reads, on the driver outside a transaction (``HotSelect``).
+_FIRST_PAGE = HotSelect(_SHOWN.order_by(*_NEWEST_FIRST).limit(bindparam("limit")))
+_NEXT_PAGE = HotSelect(
+    _SHOWN.where(
+        tuple_(AuthEvent.occurred_at, AuthEvent.id) < tuple_(bindparam("at"), bindparam("id"))
+    )
+    .order_by(*_NEWEST_FIRST)
+    .limit(bindparam("limit"))
+)
+_POSITION = HotSelect(
+    select(AuthEvent.occurred_at, AuthEvent.id).where(
+        AuthEvent.id == bindparam("id"), AuthEvent.user_id == bindparam("user_id")
+    )
+)
+
+
+def for_user(user_id: int, *, before: int | None, limit: int) -> Sequence[Any]:
     """The user's events a person is shown (``SHOWN_COLUMNS``, as rows), newest first, at
     most ``limit``; ``before``: only those older than that event of theirs (the next page)."""
-    query = select(*SHOWN_COLUMNS).where(
-        AuthEvent.user_id == user_id,
-        AuthEvent.type.not_in([event.value for event in NOT_SHOWN_TO_PEOPLE]),
+    if before is None:
+        return _FIRST_PAGE.all({"user_id": user_id, "limit": limit})
+    after = _POSITION.first({"id": before, "user_id": user_id})
+    if after is None:
+        return []
+    return _NEXT_PAGE.all(
+        {"user_id": user_id, "at": after.occurred_at, "id": after.id, "limit": limit}
     )
-    if before is not None:
-        after = db.session.execute(
-            select(AuthEvent.occurred_at, AuthEvent.id).where(
-                AuthEvent.id == before, AuthEvent.user_id == user_id
-            )
-        ).first()
-        if after is None:
-            return []
-        query = query.where(
-            tuple_(AuthEvent.occurred_at, AuthEvent.id) < tuple_(after.occurred_at, after.id)
-        )
-    order = (AuthEvent.occurred_at.desc(), AuthEvent.id.desc())
-    return db.session.execute(query.order_by(*order).limit(limit)).all()
 
 
 def search(

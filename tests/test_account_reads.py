@@ -1,0 +1,100 @@
+"""How the account page reads and writes what it shows: few statements, none through the
+request's transaction unless it has one, and dates as Babel writes them.
+
+The page's reads are ``database.HotSelect`` statements (on PostgreSQL straight on the
+driver, outside any transaction); while a request has its own transaction open (a section
+re-rendered after a change, not yet committed), they run in it and see the change.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from babel import Locale
+from babel.dates import format_datetime, format_skeleton
+from flask import Flask
+
+from webapp import i18n
+from webapp.account import flows, two_factor
+from webapp.auth import audit
+from webapp.extensions import db
+from webapp.models import Session, User
+
+
+def _user_id(app: Flask, email: str = "ann@example.com") -> int:
+    with app.app_context():
+        return int(db.session.scalars(db.select(User.id).where(User.email == email)).one())
+
+
+def test_the_account_page_is_seven_selects_and_writes_nothing(client, auth, count_sql):
+    auth.signin()
+    with count_sql() as sql:
+        r = client.get("/account")
+    assert r.status_code == 200 and b"ann@example.com" in r.data
+    # The session read, then the user, sign-in methods, passkeys, sessions, second factors
+    # and recent activity: each one SELECT.
+    assert len(sql.statements) == 7, sql.statements
+    assert all(s.lstrip().upper().startswith("SELECT") for s in sql.statements)
+    assert sql.writes == []
+
+
+def test_the_page_reads_return_the_rows_sqlalchemy_would(app, auth):
+    auth.signin()
+    user_id = _user_id(app)
+    reads = {
+        flows._PAGE_USER: {"user_id": user_id},
+        flows._PAGE_ACCOUNTS: {"user_id": user_id},
+        flows._PAGE_PASSKEYS: {"user_id": user_id},
+        flows._PAGE_SESSIONS: {"user_id": user_id, "now": datetime.now(UTC)},
+        two_factor._STATUS: {"user_id": user_id},
+        audit._FIRST_PAGE: {"user_id": user_id, "limit": 21},
+    }
+    with app.app_context():
+        for hot, params in reads.items():
+            rows = hot.all(params)
+            core = db.session.execute(hot.statement, params).all()
+            db.session.rollback()
+            assert [tuple(r) for r in rows] == [tuple(r) for r in core], hot.statement
+            # Ann has no passkey; every other read has something to compare.
+            assert rows or hot is flows._PAGE_PASSKEYS, hot.statement
+        # The constants of the statement (the event types a person is not shown) went
+        # with it: an event of such a type is never listed.
+        assert all(
+            r.type not in {e.value for e in audit.NOT_SHOWN_TO_PEOPLE}
+            for r in audit._FIRST_PAGE.all({"user_id": user_id, "limit": 100})
+        )
+
+
+def test_a_read_inside_an_open_transaction_sees_its_uncommitted_change(app, auth):
+    auth.signin()
+    user_id = _user_id(app)
+    params = {"user_id": user_id, "now": datetime.now(UTC)}
+    with app.test_request_context():
+        [before] = flows._PAGE_SESSIONS.all(params)
+        db.session.execute(db.delete(Session).where(Session.id == before.id))
+        assert db.session().in_transaction()
+        assert flows._PAGE_SESSIONS.all(params) == []
+        db.session.rollback()
+        assert [r.id for r in flows._PAGE_SESSIONS.all(params)] == [before.id]
+
+
+@pytest.mark.parametrize("code", i18n.shipped_locales())
+def test_moments_and_days_read_as_babel_writes_them(code):
+    """Days and times of day are formatted apart and cached; joined, they must equal
+    Babel's own formatting of the whole pattern, in every shipped language."""
+    locale = Locale.parse(code)
+    formats = i18n._formats(locale)
+    pattern = str(locale.datetime_formats["medium"]).replace("{1}", formats.day)
+    pattern = pattern.replace("{0}", formats.time)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    for step in range(
+        0, 400 * 24 * 60, 7919
+    ):  # minutes: every hour and month, both halves of the day
+        moment = start + timedelta(minutes=step)
+        assert i18n._moment(formats, moment) == (
+            format_datetime(moment, pattern, tzinfo=UTC, locale=locale) + " UTC"
+        )
+        assert i18n._day(formats, moment) == format_skeleton(
+            i18n.DAY_SKELETON, moment, tzinfo=UTC, locale=locale
+        )
