@@ -472,7 +472,6 @@ def build(folder: Path) -> tuple[str, str]:
     table = main_table(rows, [])
     sql_lines, sql = sql_table(folder)
     rss = rss_mb(folder)
-    all_rss = [v for values in rss.values() for v in values]
     md = [
         "# Benchmark results",
         "",
@@ -564,7 +563,7 @@ def build(folder: Path) -> tuple[str, str]:
     if cleanup_lines:
         md += ["## Cleanup of 1,000,000 expired rows under load", "", *cleanup_lines, ""]
 
-    md += ["## Targets", ""] + targets(rows, sql, all_rss, big_facts, cleanup) + [""]
+    md += ["## Targets", ""] + targets(rows, sql, rss, big_facts, cleanup, pss) + [""]
     if (folder / "profile.raw").is_file():
         samples = profile_samples(folder / "profile.raw")
         self_rows, incl_rows, total = profile_top(samples)
@@ -587,7 +586,7 @@ def build(folder: Path) -> tuple[str, str]:
             "",
         ]
     terminal = "\n".join(
-        [meta, "", *table, "", *sql_lines, "", *targets(rows, sql, all_rss, big_facts, cleanup)]
+        [meta, "", *table, "", *sql_lines, "", *targets(rows, sql, rss, big_facts, cleanup, pss)]
     )
     return terminal, "\n".join(md)
 
@@ -595,9 +594,10 @@ def build(folder: Path) -> tuple[str, str]:
 def targets(
     rows: list[Row],
     sql: dict[str, tuple[float, float]],
-    rss: list[float],
+    rss: dict[str, list[float]],
     big: dict[str, float],
     cleanup: dict[str, float],
+    pss: dict[str, list[float]],
 ) -> list[str]:
     """The issue's targets, each as measured in this run."""
     out = []
@@ -618,10 +618,12 @@ def targets(
             )
         if row.endpoint == "account" and row.level == 32:
             rps, p99 = row.rps(row.ours), row.pct(row.ours, "99")
-            holds = rps >= 500 and p99 < 200
+            rounds = sum(r.rps >= 500 and r.p("99") < 200 for r in row.ours)
+            holds = rps >= 500 and p99 < 200 and rounds >= min(2, len(row.ours))
             out.append(
                 f"- {'HOLDS' if holds else 'MISSED'}: account at 32 connections: {rps:.0f} "
-                f"req/s (target 500), p99 {p99:.1f} ms (target < 200)"
+                f"req/s (target 500), p99 {p99:.1f} ms (target < 200); {rounds} of "
+                f"{len(row.ours)} rounds within both"
             )
     if "session" in sql:
         statements, writes = sql["session"]
@@ -652,10 +654,21 @@ def targets(
             f"{cleanup['p99_during_max']:.1f} ms) against {cleanup['p99_before']:.1f} ms "
             f"before, {int(cleanup['errors_during'])} errors: no stall"
         )
-    if rss:
+    every_rss = [v for values in rss.values() for v in values]
+    if every_rss:
+        every_pss = [v for values in pss.values() for v in values]
         out.append(
-            f"- {'HOLDS' if max(rss) < 100 else 'MISSED'}: largest worker RSS "
-            f"{max(rss):.0f} MB (target < 100 MB)"
+            f"- {'HOLDS' if max(every_rss) < 100 else 'MISSED'}: largest worker RSS "
+            f"{max(every_rss):.0f} MB (target < 100 MB; its proportional set size, shared "
+            f"pages split between the workers, {max(every_pss, default=float('nan')):.0f} MB)"
+        )
+    if "big" in rss and len(rss) > 1:
+        before = max(v for k, values in rss.items() if k != "big" for v in values)
+        after = max(rss["big"])
+        out.append(
+            f"- {'HOLDS' if after <= before + 5 else 'MISSED'}: memory flat with the table: "
+            f"{after:.0f} MB per worker after the 1,000,000-row runs against {before:.0f} MB "
+            "before them (within 5 MB)"
         )
     return out
 

@@ -56,12 +56,23 @@ def current_prefix() -> str:
     return f"{VERSION}.{current_key_id()}."
 
 
+def b64url_encode(raw: bytes) -> str:
+    """``raw`` as unpadded base64url, the form every sealed value and challenge takes."""
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def b64url_decode(text: str) -> bytes:
+    """The bytes of unpadded base64url ``text``; ``binascii.Error`` (a ValueError) if it is
+    not base64url."""
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
 def seal(plaintext: str, *, context: str) -> str:
     """Seal ``plaintext`` under the current secret, bound to ``context``."""
     key_id, aead = _keys()[0]
     nonce = os.urandom(_NONCE_BYTES)
     sealed = aead.encrypt(nonce, plaintext.encode(), context.encode())
-    body = base64.urlsafe_b64encode(nonce + sealed).rstrip(b"=").decode()
+    body = b64url_encode(nonce + sealed)
     return f"{VERSION}.{key_id}.{body}"
 
 
@@ -75,7 +86,7 @@ def open_sealed(stored: str, *, context: str) -> str:
     if aead is None:
         raise Unreadable(f"sealed under key {key_id}, which no configured secret gives")
     try:
-        raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+        raw = b64url_decode(body)
         plaintext = aead.decrypt(raw[:_NONCE_BYTES], raw[_NONCE_BYTES:], context.encode())
     except (InvalidTag, ValueError, binascii.Error) as exc:
         raise Unreadable(f"does not open under key {key_id} for {context}") from exc

@@ -20,12 +20,12 @@ from datetime import timedelta
 from flask import request
 from sqlalchemy import insert
 from sqlalchemy.exc import IntegrityError
-from webauthn.helpers import base64url_to_bytes, bytes_to_base64url
 
 from webapp.auth import cookies, sealed_cookies
 from webapp.clock import utcnow
 from webapp.database import write_now
 from webapp.models import SpentChallenge
+from webapp.sealing import b64url_decode, b64url_encode
 from webapp.settings import current_settings
 
 COOKIE = "auth.passkey-challenge"
@@ -48,7 +48,7 @@ def issue(bound_to: str) -> bytes:
     """Return a new challenge and queue its sealed cookie (it replaces any earlier one)."""
     challenge = secrets.token_bytes(CHALLENGE_BYTES)
     sealed = sealed_cookies.seal(
-        bytes_to_base64url(challenge), purpose=_PURPOSE, bound_to=bound_to, max_age=MAX_AGE
+        b64url_encode(challenge), purpose=_PURPOSE, bound_to=bound_to, max_age=MAX_AGE
     )
     cookies.set_cookie(_name(), sealed, max_age=MAX_AGE, path=_path())
     return challenge
@@ -68,7 +68,7 @@ def take(bound_to: str) -> bytes | None:
     value = sealed_cookies.open_sealed(token, purpose=_PURPOSE, bound_to=bound_to)
     if value is None:
         return None
-    challenge = base64url_to_bytes(value)
+    challenge = b64url_decode(value)
     try:
         write_now(
             insert(SpentChallenge).values(

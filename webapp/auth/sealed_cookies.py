@@ -9,7 +9,6 @@ AUTH_PREVIOUS_SECRETS still open during a rotation.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import time
@@ -17,6 +16,7 @@ import time
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from webapp.sealing import b64url_decode, b64url_encode
 from webapp.settings import current_settings
 
 _NONCE_BYTES = 12
@@ -28,7 +28,7 @@ def seal(value: str, *, purpose: str, bound_to: str, max_age: int) -> str:
     nonce = os.urandom(_NONCE_BYTES)
     payload = json.dumps({"v": value, "exp": int(time.time()) + max_age}).encode()
     sealed = nonce + AESGCM(key).encrypt(nonce, payload, bound_to.encode())
-    return base64.urlsafe_b64encode(sealed).rstrip(b"=").decode()
+    return b64url_encode(sealed)
 
 
 def open_sealed(token: str, *, purpose: str, bound_to: str) -> str | None:
@@ -36,7 +36,7 @@ def open_sealed(token: str, *, purpose: str, bound_to: str) -> str | None:
     if len(token) > 8192:
         return None
     try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        raw = b64url_decode(token)
     except (ValueError, TypeError):
         return None
     if len(raw) <= _NONCE_BYTES:

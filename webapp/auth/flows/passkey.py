@@ -7,6 +7,9 @@ factors; any passkey of the user passes a sign-in held for its second factor. Ad
 passkey needs a signed-in browser whose sign-in is recent (``reauth``): no passkey
 sign-up for strangers, and a stolen old cookie cannot plant the thief's passkey.
 
+The protocol's checks (``passkey_protocol``, py_webauthn) are imported by the functions
+that run a ceremony, at the first one: about 5 MB that most server workers never need.
+
 Every answer first spends its challenge (``passkey_challenges.take``, committed on its
 own), so a refused attempt cannot be tried again; a refusal writes nothing else.
 """
@@ -29,14 +32,9 @@ from webapp.auth.passkeys import (
     DEFAULT_NAME,
     PasskeyRefused,
     RelyingParty,
-    authentication_options,
     clean_name,
     counter_went_back,
-    parse_response,
-    registration_options,
     relying_party,
-    verify_assertion,
-    verify_registration,
 )
 from webapp.auth.second_factor import MFA, PASSKEY
 from webapp.auth.sessions import AuthSession, current_session
@@ -83,8 +81,10 @@ def options(action: str, session: AuthSession | None) -> dict[str, Any]:
     rp = relying_party()
     if rp is None:
         raise PasskeysUnavailable()
+    from webapp.auth import passkey_protocol as protocol  # at the first ceremony
+
     if action == AUTHENTICATE:
-        return authentication_options(rp, challenge=issue(AUTHENTICATE))
+        return protocol.authentication_options(rp, challenge=issue(AUTHENTICATE))
     if session is None:
         raise SessionRequired()
     if not reauth.is_recent(session):
@@ -98,7 +98,7 @@ def options(action: str, session: AuthSession | None) -> dict[str, Any]:
         )
     ).all()
     label = user.email or user.name or f"user {user.id}"
-    return registration_options(
+    return protocol.registration_options(
         rp,
         challenge=issue(_register_binding(user.id)),
         user_id=user.id,
@@ -119,8 +119,10 @@ def complete_authentication(*, data: str, callback_url: str | None) -> str:
     challenge = take(AUTHENTICATE)
     if challenge is None:
         raise AuthError("PasskeySignin", "no challenge: missing, expired or spent")
+    from webapp.auth import passkey_protocol as protocol  # at the first ceremony
+
     try:
-        response = parse_response(data)
+        response = protocol.parse_response(data)
     except PasskeyRefused as exc:
         raise AuthError("PasskeySignin", str(exc)) from None
     passkey = db.session.execute(
@@ -130,7 +132,7 @@ def complete_authentication(*, data: str, callback_url: str | None) -> str:
     if passkey is None or user is None:
         raise AuthError("PasskeySignin", "unknown credential, or its user is gone")
     try:
-        assertion = verify_assertion(
+        assertion = protocol.verify_assertion(
             rp, response, challenge=challenge, public_key=passkey.public_key
         )
     except PasskeyRefused as exc:
@@ -197,7 +199,9 @@ def complete_registration(*, data: str, name: str) -> str:
             gettext("The request expired or was already used. Please try again."),
         )
     try:
-        new = verify_registration(rp, parse_response(data), challenge=challenge)
+        from webapp.auth import passkey_protocol as protocol  # at the first ceremony
+
+        new = protocol.verify_registration(rp, protocol.parse_response(data), challenge=challenge)
     except PasskeyRefused as exc:
         log.info("user %s: passkey not added: %s", session.user.id, exc)
         raise AccountError("PasskeyNotAdded") from None
