@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -118,3 +121,33 @@ def test_a_stop_lets_the_requests_in_flight_finish(tmp_path):
         assert process.wait(timeout=25) == 0
     for sock in (*held, silent):
         sock.close()
+
+
+def test_a_worker_loads_neither_alembic_nor_py_webauthn(tmp_path):
+    # The served app (webapp.wsgi) leaves out what only commands or passkey ceremonies
+    # need: Alembic (flask auth migrate) about 10 MB and py_webauthn about 5 MB a worker.
+    script = (
+        "import sys, webapp.wsgi\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & "
+        "{'alembic', 'flask_migrate', 'webauthn', 'mako'}))"
+    )
+    env = {
+        **os.environ,
+        "APP_ENV": "production",
+        "AUTH_SECRET": "s" * 40,
+        "AUTH_URL": "https://example.com/auth",
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        "EMAIL_SERVER": "smtp://127.0.0.1:2525",
+        "AUTH_PASSKEYS": "true",
+    }
+    env.pop("AUTH_CONFIG", None)
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        env=env,
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
