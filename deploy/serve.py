@@ -3,8 +3,8 @@
     ./scripts/serve                       # http://127.0.0.1:8000, one worker per core
     PORT=8101 WEB_CONCURRENCY=4 ./scripts/serve
 
-Why granian: bench/RESULTS.md, "Choosing the production server" (measured against
-gunicorn's gthread worker and uWSGI on the same app and machine).
+Why granian: bench/RESULTS.md, "What was optimised, and where the time goes" (measured
+against gunicorn's gthread, sync and gevent workers on the same app and machine).
 
 Sizing: one worker process per core, since each runs Python on one core at a time (the
 GIL); a few threads per worker (``WEB_THREADS``), so a worker keeps its core busy while a
