@@ -214,7 +214,9 @@ class HotSelect:
 
     def _run(self, params: Mapping[str, Any], *, one: bool) -> list[Any]:
         engine = db.engine
-        if db.session().in_transaction():
+        # Asked without making the request a Session it would not otherwise have (a new one
+        # is built and torn down again: a twentieth of a session read).
+        if db.session.registry.has() and db.session().in_transaction():
             result = db.session.execute(self.statement, params)
             return [result.first()] if one else list(result.all())
         if engine.dialect.driver != "psycopg":
