@@ -19,7 +19,7 @@ from webapp import i18n
 from webapp.account import flows, two_factor
 from webapp.auth import audit
 from webapp.extensions import db
-from webapp.models import Session, User
+from webapp.models import AuthEvent, Session, User
 
 
 def _user_id(app: Flask, email: str = "ann@example.com") -> int:
@@ -98,3 +98,43 @@ def test_moments_and_days_read_as_babel_writes_them(code):
         assert i18n._day(formats, moment) == format_skeleton(
             i18n.DAY_SKELETON, moment, tzinfo=UTC, locale=locale
         )
+
+
+def test_recent_activity_pages_through_every_event_once(app, auth):
+    """The next page starts right after the last one shown, on both databases: times with
+    microseconds, several events in the same second and in the same microsecond."""
+    auth.signin()
+    user_id = _user_id(app)
+    start = datetime(2026, 5, 1, 9, 30, 15, 250_000, tzinfo=UTC)
+    with app.app_context():
+        db.session.add_all(
+            AuthEvent(
+                occurred_at=start + timedelta(microseconds=1_000 * (n // 3)),
+                type="signin",
+                outcome="success",
+                user_id=user_id,
+                provider="demo",
+            )
+            for n in range(45)
+        )
+        db.session.commit()
+        expected = list(
+            db.session.scalars(
+                db.select(AuthEvent.id)
+                .where(
+                    AuthEvent.user_id == user_id,
+                    AuthEvent.type.not_in([e.value for e in audit.NOT_SHOWN_TO_PEOPLE]),
+                )
+                .order_by(AuthEvent.occurred_at.desc(), AuthEvent.id.desc())
+            )
+        )
+    with app.test_request_context():
+        seen: list[int] = []
+        before = None
+        for _ in range(10):  # three pages and an empty one; a page read again fails below
+            page = audit.for_user(user_id, before=before, limit=20)
+            if not page:
+                break
+            seen += [row.id for row in page]
+            before = page[-1].id
+    assert len(expected) > 45 and seen == expected

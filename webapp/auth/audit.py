@@ -263,7 +263,13 @@ _NEWEST_FIRST = (AuthEvent.occurred_at.desc(), AuthEvent.id.desc())
 _FIRST_PAGE = HotSelect(_SHOWN.order_by(*_NEWEST_FIRST).limit(bindparam("limit")))
 _NEXT_PAGE = HotSelect(
     _SHOWN.where(
-        tuple_(AuthEvent.occurred_at, AuthEvent.id) < tuple_(bindparam("at"), bindparam("id"))
+        # Typed: in a tuple a parameter takes no type from its column, and SQLite compares
+        # the stored text of a time, which only the column's type writes the same way.
+        tuple_(AuthEvent.occurred_at, AuthEvent.id)
+        < tuple_(
+            bindparam("at", type_=AuthEvent.occurred_at.type),
+            bindparam("id", type_=AuthEvent.id.type),
+        )
     )
     .order_by(*_NEWEST_FIRST)
     .limit(bindparam("limit"))
