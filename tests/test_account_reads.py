@@ -88,9 +88,8 @@ def test_moments_and_days_read_as_babel_writes_them(code):
     pattern = str(locale.datetime_formats["medium"]).replace("{1}", formats.day)
     pattern = pattern.replace("{0}", formats.time)
     start = datetime(2026, 1, 1, tzinfo=UTC)
-    for step in range(
-        0, 400 * 24 * 60, 7919
-    ):  # minutes: every hour and month, both halves of the day
+    # Every 7,919 minutes over 400 days: every hour, every month, both halves of the day.
+    for step in range(0, 400 * 24 * 60, 7919):
         moment = start + timedelta(minutes=step)
         assert i18n._moment(formats, moment) == (
             format_datetime(moment, pattern, tzinfo=UTC, locale=locale) + " UTC"
