@@ -96,11 +96,21 @@ class RequestIds:
         # Flask test client leaves them; servers close every answer.)
         body = self.app(environ, start_with_id)
 
-        def answered() -> None:
+        def log_answer() -> None:
             level = logging.DEBUG if environ.get("PATH_INFO") in self.quiet_paths else logging.INFO
             if answer and access_log.isEnabledFor(level):
                 took = time.perf_counter() - began
                 _log_access(environ, answer[0], answer[1], rid, took, level)
+
+        if isinstance(body, list):
+            # A body held in memory (``webapp.WholeBodyResponse``): the answer is complete,
+            # so its line is written now, and it goes back as a list, which the server sends
+            # in one piece.
+            log_answer()
+            return _WholeAnswer(body)
+
+        def answered() -> None:
+            log_answer()
             _answering.set(None)
 
         file_wrapper = environ.get("wsgi.file_wrapper")
@@ -109,6 +119,18 @@ class RequestIds:
             answered()
             return body
         return ClosingIterator(body, answered)
+
+
+class _WholeAnswer(list[bytes]):
+    """A body held in memory, still a list (granian hands a list's bytes to its Rust side
+    in one call, where it would read any other body item by item, taking the GIL for each),
+    whose ``close()`` ends the id's time as the current one. A server that writes its own
+    line while sending (the development server) closes the answer after it; granian, which
+    writes none, does not close a list, and the id then stays until the thread's next
+    request."""
+
+    def close(self) -> None:
+        _answering.set(None)
 
 
 def _log_access(
