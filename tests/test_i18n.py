@@ -19,9 +19,11 @@ from babel.messages.pofile import read_po
 from webapp import create_app
 from webapp.extensions import db
 from webapp.i18n import (
+    OWN_NAMES,
     SOURCE_LOCALE,
     TRANSLATIONS_DIR,
     CatalogueError,
+    cldr_language,
     format_day,
     format_moment,
     shipped_locales,
@@ -141,6 +143,14 @@ def test_auth_default_locale_is_the_fallback(make_app):
 
 
 # -- the footer's language links ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("code", shipped_locales())
+def test_each_shipped_language_s_own_name_is_kept_as_cldr_gives_it(code):
+    """The names are kept in the code so that a worker loads no language's data for them;
+    they must be what Babel's CLDR data says (a new language needs its line)."""
+    cldr = cldr_language(code)
+    assert OWN_NAMES[code] == (cldr.name, cldr.direction)
 
 
 def test_every_page_links_to_each_language_named_in_itself(client):

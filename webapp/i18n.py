@@ -111,15 +111,38 @@ def shipped_locales() -> tuple[str, ...]:
     return tuple(sorted(found | {SOURCE_LOCALE}))
 
 
-def _language(code: str) -> Language:
+#: Each shipped language's name in itself and its script's direction, as Babel's CLDR data
+#: gives them (``cldr_language``; a test compares): asking Babel at start-up would load
+#: every language's data, about a megabyte each in every worker, for the footer's names
+#: alone. A language missing here is asked of Babel.
+OWN_NAMES: dict[str, tuple[str, str]] = {
+    "ar": ("العربية", "rtl"),
+    "de": ("Deutsch", "ltr"),
+    "en": ("English", "ltr"),
+    "es": ("Español", "ltr"),
+    "fr": ("Français", "ltr"),
+}
+
+
+def cldr_language(code: str) -> Language:
+    """The language ``code`` as Babel's CLDR data describes it (loads that data)."""
     locale = Locale.parse(code)
     name = locale.get_display_name(locale) or code
+    return _described(code, name[:1].upper() + name[1:], locale.text_direction)
+
+
+def _described(code: str, name: str, direction: str) -> Language:
     return Language(
         code=code,
-        name=name[:1].upper() + name[1:],
+        name=name,
         tag=code.replace("_", "-"),
-        direction="rtl" if locale.text_direction == "rtl" else "ltr",
+        direction="rtl" if direction == "rtl" else "ltr",
     )
+
+
+def _language(code: str) -> Language:
+    known = OWN_NAMES.get(code)
+    return cldr_language(code) if known is None else _described(code, *known)
 
 
 def init_app(app: Flask, conf: Settings) -> None:
@@ -244,7 +267,8 @@ def _locale() -> Locale:
 def current_language() -> Language:
     """The language of the page or message being rendered (its ``lang`` and ``dir``)."""
     code = str(_locale())
-    return next((lang for lang in _languages() if lang.code == code), _language(code))
+    found = next((lang for lang in _languages() if lang.code == code), None)
+    return _language(code) if found is None else found
 
 
 def language_links() -> list[tuple[Language, str, bool]]:
