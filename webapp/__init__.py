@@ -51,10 +51,11 @@ class WholeBodyResponse(flask.Response):
     def get_app_iter(self, environ: WSGIEnvironment) -> Iterable[bytes]:
         body: Iterable[bytes] = super().get_app_iter(environ)
         if not (self.is_sequence and isinstance(body, ClosingIterator)):
-            return body  # a stream, or no body at all (HEAD, 204, 304)
-        data = self.get_data()
-        self.close()  # what the server would have called once the answer was sent
-        return [data]
+            return body  # a stream
+        try:
+            return [b"".join(body)]  # nothing for HEAD, 204 and 304, as Werkzeug sends
+        finally:
+            body.close()  # what the server would have called once the answer was sent
 
 
 class App(Flask):
