@@ -3,11 +3,16 @@ itsdangerous's format, and the CSRF tokens signed from it (extensions.CSRFProtec
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 from flask import Flask, session
 from flask.sessions import SecureCookieSessionInterface
 from flask_wtf.csrf import validate_csrf
+from itsdangerous import TimestampSigner, URLSafeTimedSerializer
 from wtforms import ValidationError
+
+from webapp.cookie_session import CookieSessionInterface, KeyedOnceSerializer
 
 CSRF_COOKIE = "auth.csrf-token"
 
@@ -46,6 +51,28 @@ def test_the_csrf_token_is_one_flask_wtf_accepts(app: Flask, client):
     r = client.post("/auth/signin/email", data={"csrfToken": token, "email": "a@example.com"})
     assert r.status_code == 302
     assert "verify-request" in r.headers["Location"]
+
+
+def test_signatures_derive_their_key_once_with_openssl_s_sha1(monkeypatch):
+    """The serializers made once per app keep their signer and its derived key, and sign
+    with hashlib's SHA-1 (OpenSSL's HMAC); what they sign is itsdangerous's timed format."""
+    derived: list[bytes | str | None] = []
+    real = TimestampSigner.derive_key
+
+    def counting(self: TimestampSigner, secret_key: str | bytes | None = None) -> bytes:
+        derived.append(secret_key)
+        return real(self, secret_key)
+
+    monkeypatch.setattr(TimestampSigner, "derive_key", counting)
+    serializer = KeyedOnceSerializer("secret", salt="wtf-csrf-token")
+    tokens = [serializer.dumps(f"value {n}") for n in range(3)]
+    assert len(derived) == 1
+    signer = serializer.make_signer("wtf-csrf-token")
+    assert signer.digest_method is hashlib.sha1
+    plain = URLSafeTimedSerializer("secret", salt="wtf-csrf-token")
+    assert [plain.loads(t, max_age=60) for t in tokens] == ["value 0", "value 1", "value 2"]
+    assert serializer.loads(plain.dumps("theirs"), max_age=60) == "theirs"
+    assert CookieSessionInterface.digest_method is hashlib.sha1
 
 
 def test_a_cookie_written_by_flasks_own_session_interface_still_reads(app: Flask):
