@@ -364,27 +364,43 @@ Instructions per in-process request (signed in where it applies, PostgreSQL; `py
 bench.instructions`, callgrind, which unlike timings does not move with the machine's
 load), app only, access log on:
 
-| request | before issue 13 | now |
-|---|---:|---:|
-| GET /auth/session, session cookie | 1,282,000 | 1,070,000 |
-| GET /auth/session, session and CSRF cookies | 1,440,000 | 1,070,000 |
-| GET /auth/csrf | 1,550,000 | 1,130,000 |
-| GET /auth/providers | 1,060,000 | 733,000 |
-| GET /account (10 sessions, 20 events shown) | 33,592,000 | 21,931,000 |
+| request | before issue 13 | after its first round | now |
+|---|---:|---:|---:|
+| GET /auth/session, session cookie | 1,282,000 | 1,070,000 | 1,027,000 |
+| GET /auth/session, session and CSRF cookies | 1,440,000 | 1,070,000 | not counted |
+| GET /auth/csrf | 1,550,000 | 1,130,000 | 1,009,000 |
+| GET /auth/providers | 1,060,000 | 733,000 | 700,000 |
+| GET /account (10 sessions, 20 events shown) | 33,592,000 | 21,931,000 | 21,512,000 |
+
+With a CSRF cookie beside the session cookie the read takes the same path (that cookie is
+never decoded); it was not counted apart this round. The in-process count leaves out what
+the second round saved in the server (the body handed over whole, below).
 
 - **The server.** granian (Rust, `deploy/serve.py`) replaced gunicorn's `gthread` worker,
   which cost about 600 us of CPU per request on this machine even for an app returning a
   constant. Same app, same run, 2 workers x 4 threads, 32 connections: session reads
   1,629 against 1,149 req/s, csrf 2,673 against 1,579, providers 4,459 against 2,062.
   Not kept: gunicorn `sync` (a connection per request), `gevent` (p99 over a second as
-  one worker took most connections), 1 thread per worker (about 10% more session reads,
-  but one slow provider or mail server would hold up its whole worker).
+  one worker took most connections), 1 thread per worker (on the slower machine of
+  2026-11-27's second round, 3 alternations of 4 s: session reads at 8 connections
+  1,705-2,292 req/s against 1,382-1,789 with 4 threads, csrf 2,588-3,035 against
+  2,208-2,394; but one slow provider or mail server would hold up its whole worker).
+- **The answer's body** goes to granian as a one-item list when Flask holds it in memory
+  (`webapp.WholeBodyResponse`): granian sends a list in one call, where it read
+  Werkzeug's iterator item by item from one of its own threads, taking the GIL for each
+  item and again to close it. Under session reads that iteration and close were 30% of
+  the workers' GIL time (py-spy, the profile of the first round), the one call that
+  replaces them 16%.
 - **The session read** is one statement (session joined with user) run straight on the
   pooled psycopg connection outside any transaction (`database.HotSelect`), prepared by
   the server after five uses; nothing is written and no cookie re-sent inside the update
   age (the SQL table above counts this under load).
 - **Flask and its extensions**: Flask's session cookie is decoded on first use and signed
-  by one serializer per app (keys derived once, no zlib attempt); the CSRF token is minted
+  by one serializer per app (no zlib attempt; its signer and derived key made once, which
+  until the second round they were not: itsdangerous's constructor replaced the class's
+  signer with its default); signatures use hashlib's SHA-1, so the standard library's
+  HMAC is OpenSSL's and not one built in Python (Flask and itsdangerous name SHA-1 through
+  a Python function); the CSRF token is minted
   with such a serializer (Flask-WTF checks it unchanged), and the CSRF hook looks at the
   method before the view's exemption; no remember-me cookie hook (sessions live in the
   database); Flask asks once per view whether it is a coroutine; log records skip the
@@ -407,13 +423,21 @@ load), app only, access log on:
   seven statements on the driver about a fifth, the session read and Flask the rest.
 - **Memory**: almost all of a worker's resident memory is there once the app is
   imported: Python and Flask about 30 MB, SQLAlchemy and psycopg about 30 MB, the OAuth
-  client (Authlib, requests, joserfc) and cryptography about 18 MB, the five
-  languages' Babel data about 8 MB, granian about 6 MB; serving with four threads adds
-  about 10 MB (pooled connections, thread stacks and malloc arenas). A worker no longer
-  loads Alembic (about 10 MB; `flask auth migrate` imports it) or py_webauthn with its
-  certificate and CBOR libraries (about 5 MB; the first passkey ceremony does): 121 MB
-  after start-up before, 102 MB now. PSS, which splits pages shared between the
-  workers, is lower than RSS.
+  client (Authlib, requests, joserfc) and cryptography about 18 MB, granian about 6 MB;
+  serving with four threads adds a few MB (pooled connections, thread stacks, malloc
+  arenas), the first page with a date about 6 MB (Babel's English data, 4.5 MB, and the
+  compiled templates). A worker no longer loads Alembic (about 10 MB; `flask auth
+  migrate` imports it), py_webauthn with its certificate and CBOR libraries (about 5 MB;
+  the first passkey ceremony does), nor every shipped language's CLDR data for the
+  footer's language names (9 MB: the names are kept in the code, and a test compares
+  them with Babel's), and it has at most two malloc arenas (about 2 MB). After start-up:
+  121 MB before issue 13, 102 MB after its first round, 93 MB now. PSS, which splits
+  pages shared between the workers, is lower than RSS. Tried and not kept: `-OO` (4.5 MB
+  less, but it drops the asserts and docstrings some libraries read), Python without
+  column tables in its code objects (`-X no_debug_ranges`: no change).
+- **Tried this round, no measurable change**: request ids from Python's own generator
+  instead of `uuid4` (which asks the kernel, releasing the GIL); the access log off
+  (5-10% more session reads, but operators need it: kept).
 """
 
 
