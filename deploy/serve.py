@@ -57,7 +57,7 @@ def limit_malloc_arenas(arenas: int = 2) -> None:
 
     glibc gives a thread that allocates while another holds the main arena an arena of its
     own, up to eight per core, and each keeps the memory freed into it; a worker's threads
-    take turns at the GIL, and two arenas serve them as well: about 3 MB less per worker
+    take turns at the GIL, and two arenas serve them as well: about 2 MB less per worker
     (bench/RESULTS.md). ``MALLOC_ARENA_MAX`` in the environment, read by glibc itself,
     wins. Nothing is done on a C library other than glibc.
     """
