@@ -43,9 +43,10 @@ class WholeBodyResponse(flask.Response):
 
     Werkzeug hands every body over as an iterator, which granian then reads from one of its
     own threads, taking the GIL for each item and again to close it; on a worker whose
-    threads are busy each of those takes its turn at the GIL. A list is sent in one call:
-    about a tenth less CPU per session read (bench/RESULTS.md). A streamed body (a
-    generator, a file) is handed over as it is.
+    threads are busy each of those takes its turn at the GIL. A list is sent in one call
+    (under session reads the iteration and close took 30% of the workers' GIL time, the one
+    call 16%: bench/RESULTS.md). A streamed body (a generator, a file) is handed over as
+    it is.
     """
 
     def get_app_iter(self, environ: WSGIEnvironment) -> Iterable[bytes]:
