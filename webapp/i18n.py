@@ -318,14 +318,16 @@ def _day_filter(context: Context, moment: datetime) -> str:
 @pass_context
 def _day_element(context: Context, moment: datetime) -> Markup:
     """``| day_element``: the day as pages show it, in ``<time datetime="…">``."""
-    text = _day(_page_formats(context), moment)
-    return Markup('<time datetime="%s">%s</time>') % (moment.isoformat(), text)
+    return _time_element(moment, _day(_page_formats(context), moment))
 
 
 @pass_context
 def _moment_element(context: Context, moment: datetime) -> Markup:
     """``| moment_element``: the moment as pages show it, in ``<time datetime="…">``."""
-    text = _moment(_page_formats(context), moment)
+    return _time_element(moment, _moment(_page_formats(context), moment))
+
+
+def _time_element(moment: datetime, text: str) -> Markup:
     return Markup('<time datetime="%s">%s</time>') % (moment.isoformat(), text)
 
 

@@ -198,9 +198,9 @@ def complete_registration(*, data: str, name: str) -> str:
             "PasskeyNotAdded",
             gettext("The request expired or was already used. Please try again."),
         )
-    try:
-        from webapp.auth import passkey_protocol as protocol  # at the first ceremony
+    from webapp.auth import passkey_protocol as protocol  # at the first ceremony
 
+    try:
         new = protocol.verify_registration(rp, protocol.parse_response(data), challenge=challenge)
     except PasskeyRefused as exc:
         log.info("user %s: passkey not added: %s", session.user.id, exc)
