@@ -17,7 +17,8 @@ pooler's pool size).
 Environment: ``HOST`` (127.0.0.1) and ``PORT`` (8000) to listen on; ``WEB_CONCURRENCY``
 (workers, default the number of cores); ``WEB_THREADS`` (threads per worker, 4);
 ``PID_FILE`` (write the server's pid there); ``WSGI_APP`` (``webapp.wsgi:app``; an
-embedding application's own ``module:app``, which calls ``create_app(hooks=…)``). The
+embedding application's own ``module:app``, which calls ``create_app(hooks=…)``);
+``MALLOC_ARENA_MAX`` (glibc's own: the most malloc arenas per process, 2 unless set). The
 app's own settings (AUTH_URL, AUTH_SECRET, DATABASE_URL, AUTH_TRUST_HOST, ...) are read by
 the app as always.
 
