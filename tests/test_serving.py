@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import signal
 import socket
@@ -18,7 +19,8 @@ import requests
 
 from .helpers import run_server
 
-STATIC = Path(__file__).resolve().parent.parent / "webapp" / "static"
+ROOT = Path(__file__).resolve().parent.parent
+STATIC = ROOT / "webapp" / "static"
 
 
 @contextmanager
@@ -126,6 +128,30 @@ def test_a_stop_lets_the_requests_in_flight_finish(tmp_path):
         sock.close()
 
 
+def _run_in_production(database: str, script: str) -> str:
+    """What ``script`` prints, run by a new interpreter with the production settings."""
+    env = {
+        **os.environ,
+        "APP_ENV": "production",
+        "AUTH_SECRET": "s" * 40,
+        "AUTH_URL": "https://example.com/auth",
+        "DATABASE_URL": database,
+        "EMAIL_SERVER": "smtp://127.0.0.1:2525",
+        "AUTH_PASSKEYS": "true",
+    }
+    env.pop("AUTH_CONFIG", None)
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
 def test_a_worker_loads_neither_alembic_nor_py_webauthn(tmp_path):
     # The served app (webapp.wsgi) leaves out what only commands or passkey ceremonies
     # need: Alembic (flask auth migrate) about 10 MB and py_webauthn about 5 MB a worker.
@@ -134,26 +160,34 @@ def test_a_worker_loads_neither_alembic_nor_py_webauthn(tmp_path):
         "print(sorted({m.split('.')[0] for m in sys.modules} & "
         "{'alembic', 'flask_migrate', 'webauthn', 'mako'}))"
     )
-    env = {
-        **os.environ,
-        "APP_ENV": "production",
-        "AUTH_SECRET": "s" * 40,
-        "AUTH_URL": "https://example.com/auth",
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
-        "EMAIL_SERVER": "smtp://127.0.0.1:2525",
-        "AUTH_PASSKEYS": "true",
-    }
-    env.pop("AUTH_CONFIG", None)
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        env=env,
-        cwd=Path(__file__).resolve().parent.parent,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    assert _run_in_production(f"sqlite:///{tmp_path / 'db.sqlite3'}", script) == "[]"
+
+
+#: A library module is one installed in the environment rather than the standard library's.
+_LIBRARY_MODULES = (
+    "import json, sys, sysconfig\n"
+    "libraries = sysconfig.get_paths()['purelib'], sysconfig.get_paths()['platlib']\n"
+    "def loaded():\n"
+    "    files = {m: getattr(x, '__file__', None) or '' for m, x in sys.modules.items()}\n"
+    "    return sorted(m for m, f in files.items() if f.startswith(libraries))\n"
+)
+
+
+def test_the_server_preloads_the_libraries_the_app_loads(postgres_url):
+    """deploy/serve.py imports the app's libraries before forking the workers, which then
+    share them: every module it names is one the served app imports (on PostgreSQL, as in
+    production), and together they bring in nearly every library module the app loads (a
+    new dependency joins the list)."""
+    script = _LIBRARY_MODULES + "import webapp.wsgi\nprint(json.dumps(loaded()))"
+    served = json.loads(_run_in_production(postgres_url, script))
+    script = (
+        _LIBRARY_MODULES + "sys.path.insert(0, 'deploy')\nimport serve\nserve.preload_libraries()\n"
+        "print(json.dumps({'names': serve.PRELOADED, 'loaded': loaded()}))"
     )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    preloaded = json.loads(_run_in_production(postgres_url, script))
+    assert set(preloaded["names"]) - set(served) == set()
+    left = sorted(set(served) - set(preloaded["loaded"]))
+    assert len(left) <= len(served) // 50, f"imported by each worker, not preloaded: {left}"
 
 
 def test_a_body_held_in_memory_is_handed_over_whole_and_a_stream_as_it_is(app):
