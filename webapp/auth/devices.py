@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from user_agents import parse
 
 from webapp.i18n import gettext
 
 
+@lru_cache(maxsize=256)
 def _browser_and_system(user_agent: str | None, *, version: bool) -> tuple[str, str] | None:
     """The browser ("Chrome 156", or "Chrome" without ``version``) and where it runs ("" if
-    unknown); None for no user agent or an unknown browser."""
+    unknown); None for no user agent or an unknown browser.
+
+    Remembered for the last agents seen: a person's sessions and a site's visitors use a
+    few browsers, and the account page lists every session's (bounded, since any client
+    can send any agent)."""
     if not user_agent:
         return None
     agent = parse(user_agent)
