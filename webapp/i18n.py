@@ -45,7 +45,7 @@ from flask import (
 from flask_babel import Babel, get_locale
 from jinja2.runtime import Context
 from jinja2.utils import pass_context
-from markupsafe import Markup
+from markupsafe import Markup, escape
 from werkzeug.wrappers import Response
 
 from webapp.auth import cookies
@@ -328,7 +328,9 @@ def _moment_element(context: Context, moment: datetime) -> Markup:
 
 
 def _time_element(moment: datetime, text: str) -> Markup:
-    return Markup('<time datetime="%s">%s</time>') % (moment.isoformat(), text)
+    # Both parts escaped, then joined in an f-string: half the time of Markup's ``%``,
+    # which pages listing forty moments noticed.
+    return Markup(f'<time datetime="{escape(moment.isoformat())}">{escape(text)}</time>')
 
 
 @dataclass(frozen=True, eq=False)
