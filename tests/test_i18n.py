@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from babel.messages.pofile import read_po
+from flask import render_template_string
 
 from webapp import create_app
 from webapp.extensions import db
@@ -349,6 +350,33 @@ def test_dates_are_written_the_locale_s_way(app, accept, day, moment):
     with app.test_request_context("/", headers={"Accept-Language": accept}):
         assert format_day(when).replace("\u202f", " ") == day
         assert format_moment(when).replace("\u202f", " ") == moment
+
+
+def test_page_templates_translate_and_escape_what_fills_a_message(app):
+    """The templates' ``_``, ``ngettext``, ``pgettext`` and ``npgettext`` (Jinja's "new
+    style"): the page's language, the plural form for the number, the message's context,
+    and the values that fill a message escaped on an escaped page, as they are elsewhere."""
+    source = (
+        "{{ _('Signed out by %(provider)s', provider=who) }}|"
+        "{{ ngettext('%(num)d hour', '%(num)d hours', 3) }}|"
+        "{{ ngettext('Signed out %(num)d other session', "
+        "'Signed out %(num)d other sessions', 1) }}|"
+        "{{ pgettext('activity', 'Signed in') }}|"
+        "{{ npgettext('activity', '%(num)d try by %(who)s', '%(num)d tries by %(who)s', 2, "
+        "who=who) }}|{{ _('100%% sure') }}"
+    )
+    with app.test_request_context("/", headers={"Accept-Language": "de"}):
+        escaped = render_template_string(source, who="<b>Corp</b>")
+        plain = app.jinja_env.overlay(autoescape=False).from_string(source).render(who="<b>")
+    assert escaped.split("|") == [
+        "Von &lt;b&gt;Corp&lt;/b&gt; abgemeldet",
+        "3 Stunden",
+        "1 andere Sitzung abgemeldet",
+        "Angemeldet",
+        "2 tries by &lt;b&gt;Corp&lt;/b&gt;",
+        "100% sure",
+    ]
+    assert plain.split("|")[0] == "Von <b> abgemeldet"
 
 
 CHROME_ON_LINUX = (

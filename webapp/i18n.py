@@ -170,11 +170,14 @@ def init_app(app: Flask, conf: Settings) -> None:
     # Flask-Babel's template callables find the catalogue through its request globals on
     # every call (a dozen context-local lookups each, a fifth of the account page's time);
     # these find it in the render's variables, where ``_render_catalogue`` put it once.
+    # They are Jinja's "new style" callables (``_('Hi %(name)s', name=…)``, escaped values)
+    # written out, one call each: Jinja's own wrap the installed ones in two more calls.
     app.context_processor(_render_catalogue)
-    app.jinja_env.install_gettext_callables(  # type: ignore[attr-defined]
+    app.jinja_env.newstyle_gettext = True  # type: ignore[attr-defined]
+    app.jinja_env.globals.update(
+        _=_template_gettext,
         gettext=_template_gettext,
         ngettext=_template_ngettext,
-        newstyle=True,
         pgettext=_template_pgettext,
         npgettext=_template_npgettext,
     )
@@ -198,26 +201,40 @@ def _catalogue(context: Context) -> NullTranslations:
     return found if isinstance(found, NullTranslations) else flask_babel.get_translations()
 
 
-@pass_context
-def _template_gettext(context: Context, text: str) -> str:
-    return _catalogue(context).ugettext(text)
+def _filled(context: Context, text: str, variables: dict[str, Any]) -> str:
+    # As Jinja's new style: the translation is always a format string, and what fills it is
+    # escaped when the template autoescapes.
+    translated = Markup(text) if context.eval_ctx.autoescape else text
+    return translated % variables
 
 
 @pass_context
-def _template_ngettext(context: Context, singular: str, plural: str, num: int) -> str:
-    return _catalogue(context).ungettext(singular, plural, num)
+def _template_gettext(context: Context, text: str, **variables: Any) -> str:
+    return _filled(context, _catalogue(context).ugettext(text), variables)
 
 
 @pass_context
-def _template_pgettext(context: Context, msgctxt: str, text: str) -> str:
-    return _catalogue(context).upgettext(msgctxt, text)
+def _template_ngettext(
+    context: Context, singular: str, plural: str, num: int, **variables: Any
+) -> str:
+    variables.setdefault("num", num)
+    return _filled(context, _catalogue(context).ungettext(singular, plural, num), variables)
+
+
+@pass_context
+def _template_pgettext(context: Context, msgctxt: str, text: str, **variables: Any) -> str:
+    variables.setdefault("context", msgctxt)
+    return _filled(context, _catalogue(context).upgettext(msgctxt, text), variables)
 
 
 @pass_context
 def _template_npgettext(
-    context: Context, msgctxt: str, singular: str, plural: str, num: int
+    context: Context, msgctxt: str, singular: str, plural: str, num: int, **variables: Any
 ) -> str:
-    return _catalogue(context).unpgettext(msgctxt, singular, plural, num)
+    variables.setdefault("context", msgctxt)
+    variables.setdefault("num", num)
+    translated = _catalogue(context).unpgettext(msgctxt, singular, plural, num)
+    return _filled(context, translated, variables)
 
 
 def _languages() -> tuple[Language, ...]:
