@@ -287,7 +287,7 @@ def test_the_name_is_the_persons_or_the_providers(
         aaguid=bytes.fromhex("bada5566a7aa401fbd9645619a55120d"), backed_up=True
     )
     Passkeys(client, one_password).register()
-    Passkeys(client, SoftAuthenticator()).register(name="  Work laptop  ")
+    Passkeys(client, SoftAuthenticator()).register(name="  Work <laptop>  ")
     with app.app_context():
         rows = db.session.execute(
             sa.select(
@@ -299,8 +299,12 @@ def test_the_name_is_the_persons_or_the_providers(
         ).all()
     assert [tuple(r) for r in rows] == [
         ("1Password", "bada5566-a7aa-401f-bd96-45619a55120d", True, "multi_device"),
-        ("Work laptop", None, False, "single_device"),
+        ("Work <laptop>", None, False, "single_device"),
     ]
+    # "Recent activity" names each as it is called, isolated and escaped.
+    page = client.get("/account").get_data(as_text=True)
+    assert "Passkey “<bdi>Work &lt;laptop&gt;</bdi>” added" in page
+    assert "Passkey “<bdi>1Password</bdi>” added" in page
 
 
 @pytest.mark.parametrize("name", ["x" * 65, "tab\tname"])
