@@ -76,6 +76,21 @@ def test_report_computes_ratios_against_the_peer(tmp_path: Path):
     assert "MISSED: session at 32 connections: 2.00x" in terminal
 
 
+def test_report_tells_each_worker_s_memory_four_ways(tmp_path: Path):
+    # As bench/run records them: pid, RSS, PSS, private pages, RSS mapped from files (kB).
+    (tmp_path / "rss-r1-c32.txt").write_text(
+        "11 98304 65536 49152 14336\n12 97280 64512 48128 14336\n"
+    )
+    (tmp_path / "rss-email.txt").write_text("11 110592 73728 56320 23552\n")
+    terminal, markdown = report.build(tmp_path)
+    assert "email: 108 (72 / 55 / 23); r1-c32: 96 (64 / 48 / 14), 95 (63 / 47 / 14)" in markdown
+    assert (
+        "MISSED: largest worker RSS 108 MB (target < 100 MB). The largest proportional set "
+        "size (pages shared between processes split between them) 72 MB, private pages 55 MB, "
+        "RSS mapped from library files 23 MB"
+    ) in terminal
+
+
 def test_bench_run_keeps_the_cluster_section_and_bench_cluster_replaces_it(tmp_path: Path):
     results = tmp_path / "RESULTS.md"
     run = tmp_path / "run"
