@@ -113,6 +113,7 @@ def preload_libraries() -> None:
     builds the app in about 0.13 s instead of 0.6. The app's own modules are left to each
     worker, so SIGHUP still brings in a new release of the app; a change of installed
     packages needs a restart.
+
     ``gc.freeze`` keeps the collector off these objects, which would otherwise write to
     (and so copy) the shared pages they lie on. Nothing is done where workers are not
     forked (multiprocessing's "spawn" or "forkserver"): they would import everything again.
