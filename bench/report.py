@@ -373,17 +373,20 @@ Instructions per in-process request (signed in where it applies, PostgreSQL; `py
 bench.instructions`, callgrind, which unlike timings does not move with the machine's
 load), app only, access log on:
 
-| request | before issue 13 | after its first round | now |
-|---|---:|---:|---:|
-| GET /auth/session, session cookie | 1,282,000 | 1,070,000 | 1,027,000 |
-| GET /auth/session, session and CSRF cookies | 1,440,000 | 1,070,000 | not counted |
-| GET /auth/csrf | 1,550,000 | 1,130,000 | 1,009,000 |
-| GET /auth/providers | 1,060,000 | 733,000 | 700,000 |
-| GET /account (10 sessions, 20 events shown) | 33,592,000 | 21,931,000 | 21,512,000 |
+| request | before issue 13 | after its first round | after its second | now (third) |
+|---|---:|---:|---:|---:|
+| GET /auth/session, session cookie | 1,282,000 | 1,070,000 | 1,027,000 | 1,030,000 |
+| GET /auth/session, session and CSRF cookies | 1,440,000 | 1,070,000 | not counted | not counted |
+| GET /auth/csrf | 1,550,000 | 1,130,000 | 1,009,000 | 1,090,000 |
+| GET /auth/providers | 1,060,000 | 733,000 | 700,000 | 652,000 |
+| GET /account (10 sessions, 20 events shown) | 33,592,000 | 21,931,000 | 21,512,000 | 18,129,000 |
 
 With a CSRF cookie beside the session cookie the read takes the same path (that cookie is
-never decoded); it was not counted apart this round. The in-process count leaves out what
-the second round saved in the server (the body handed over whole, below).
+never decoded); it was not counted apart. The in-process count leaves out what the
+second round saved in the server (the body handed over whole, below). The third round
+changed only the account page's path: the other counts moved by the count's own spread
+(the second round's code, counted twice on the third round's machine: csrf 1,077,000 and
+1,058,000; the third round's: 1,090,000 and 1,097,000).
 
 - **The server.** granian (Rust, `deploy/serve.py`) replaced gunicorn's `gthread` worker,
   which cost about 600 us of CPU per request on this machine even for an app returning a
@@ -426,11 +429,34 @@ the second round saved in the server (the body handed over whole, below).
   a method call and a filter in the template. Jinja's `_()` finds the request's
   catalogue in the render's variables instead of Flask-Babel's request globals; labels
   repeated per row are looked up once per list. In process: 4.6 ms of CPU per page
-  before, 2.7 ms after (the table above counts instructions).
-- **Where /account's time goes now** (cProfile, in process): Jinja's rendering with its
-  Markup escaping is about two thirds (some 250 template calls, 70 of them `_()`), the
-  seven statements on the driver about a fifth, the session read and Flask the rest.
-- **Memory**: almost all of a worker's resident memory is there once the app is
+  before, 2.7 ms after (the table above counts instructions). In the third round, from
+  21,379,000 instructions (the second round's code counted again) to 18,129,000: the
+  templates' `_`, `ngettext`, `pgettext` and `npgettext` are Jinja's new-style callables
+  written out, one call each where Jinja wraps installed callables in two more (-8.0%);
+  `<time>` elements are joined in an f-string from escaped parts instead of Markup's `%`
+  (-3.3%); the device a user agent names is remembered for the last 256 agents (-2.6%);
+  "Recent activity" builds a passkey's name only for passkey events (-1.8%). Over HTTP,
+  alternating with the second round's code (3 runs each, 32 connections): 606-634
+  against 547-585 req/s, p99 80-91 against 106-125 ms.
+- **Where /account's time goes now** (py-spy at 1,000 Hz, in process): Jinja's rendering
+  about half (Markup's escaping a fifth of that, the activity entries' macro a tenth),
+  the seven statements about 30% (half of it waiting for PostgreSQL), of which taking
+  and returning pooled connections 7%; nothing left is worth more than a few per cent
+  alone.
+- **Memory, third round: the workers share the libraries.** `deploy/serve.py` imports
+  the app's libraries (`PRELOADED`) before forking the workers, then `gc.freeze()`s
+  them, so the workers share those pages instead of each importing a copy; each worker
+  still imports the app itself, so SIGHUP loads a new release. Measured after the account
+  page (2 workers, same machine, one after the other): private memory 79 against 47 MB
+  per worker, PSS 92 against 63 MB, RSS 111 against 97 MB (RSS counts shared pages in
+  full, so it falls only by the library code the workers no longer map themselves); a
+  new worker builds the app in about 0.13 s instead of 0.6. The largest RSS of this run,
+  103 MB, is after the sign-in flows, which map about 7 MB more of cryptography's and
+  OpenSSL's code: this machine's kernel maps library code into a process in large
+  blocks from the page cache, so that one OpenID Connect sign-in adds 7 MB of RSS that is
+  shared, clean and reclaimable (the same flows added 1-3 MB on the second round's
+  machine). Private pages stay at 54 MB at most, PSS at 70 MB.
+- **Memory, what it is made of**: almost all of a worker's resident memory is there once the app is
   imported: Python and Flask about 30 MB, SQLAlchemy and psycopg about 30 MB, the OAuth
   client (Authlib, requests, joserfc) and cryptography about 18 MB, granian about 6 MB;
   serving with four threads adds a few MB (pooled connections, thread stacks, malloc
@@ -444,9 +470,24 @@ the second round saved in the server (the body handed over whole, below).
   pages shared between the workers, is lower than RSS. Tried and not kept: `-OO` (4.5 MB
   less, but it drops the asserts and docstrings some libraries read), Python without
   column tables in its code objects (`-X no_debug_ranges`: no change).
-- **Tried this round, no measurable change**: request ids from Python's own generator
-  instead of `uuid4` (which asks the kernel, releasing the GIL); the access log off
-  (5-10% more session reads, but operators need it: kept).
+- **Tried in the second round, no measurable change**: request ids from Python's own
+  generator instead of `uuid4` (which asks the kernel, releasing the GIL); the access log
+  off (5-10% more session reads, but operators need it: kept).
+- **Looked at in the third round, not done**: one pooled connection for all of a page's
+  reads (it would save six of the account page's seven checkouts, about 7% of the page in
+  process, and a tenth of a session read's CPU would go with a connection pinned per
+  thread), because a request that also writes would then hold two connections, which the
+  pool sizing documented for PgBouncer does not allow for; 2 threads per worker instead
+  of 4 (session reads at 8 connections 5,530-6,322 against 4,940-5,655 req/s, at 32 the
+  same within noise: not enough to give up the headroom for slow providers).
+- **Where a session read's CPU goes on the third round's machine** (5 s at 32
+  connections, CPU ticks of each process): the workers 76%, PostgreSQL 18%, wrk and the
+  rest 6%. A worker spends about 320 us of CPU per read; the app in process about 175 us
+  without its access log and 200-210 us with it (3 alternations; the line alone costs 5
+  us in a loop, so the rest of that difference is not explained); granian serving a
+  constant WSGI answer 14 us (90,900 req/s, same workers and threads). The remaining
+  100 us are not accounted for; the GIL handed between granian's threads and the app's
+  is the likely part, not measured.
 """
 
 
