@@ -43,6 +43,7 @@ from flask import (
     url_for,
 )
 from flask_babel import Babel, get_locale
+from jinja2 import Environment
 from jinja2.runtime import Context
 from jinja2.utils import pass_context
 from markupsafe import Markup, escape
@@ -170,17 +171,8 @@ def init_app(app: Flask, conf: Settings) -> None:
     # Flask-Babel's template callables find the catalogue through its request globals on
     # every call (a dozen context-local lookups each, a fifth of the account page's time);
     # these find it in the render's variables, where ``_render_catalogue`` put it once.
-    # They are Jinja's "new style" callables (``_('Hi %(name)s', name=…)``, escaped values)
-    # written out, one call each: Jinja's own wrap the installed ones in two more calls.
     app.context_processor(_render_catalogue)
-    app.jinja_env.newstyle_gettext = True  # type: ignore[attr-defined]
-    app.jinja_env.globals.update(
-        _=_template_gettext,
-        gettext=_template_gettext,
-        ngettext=_template_ngettext,
-        pgettext=_template_pgettext,
-        npgettext=_template_npgettext,
-    )
+    install_template_gettext(app.jinja_env)
     app.register_blueprint(bp)
     app.add_template_global(current_language)
     app.add_template_global(language_links)
@@ -188,6 +180,25 @@ def init_app(app: Flask, conf: Settings) -> None:
     app.add_template_filter(_day_filter, "day")
     app.add_template_filter(_day_element, "day_element")
     app.add_template_filter(_moment_element, "moment_element")
+
+
+def install_template_gettext(env: Environment) -> None:
+    """Give ``env``'s templates (with Jinja's i18n extension) ``_``, ``gettext``,
+    ``ngettext``, ``pgettext`` and ``npgettext`` in the request's language.
+
+    They are Jinja's "new style" callables (``_('Hi %(name)s', name=…)``, values escaped
+    where the template autoescapes) written out, one call each: Jinja's own wrap installed
+    callables in two more calls. They find the catalogue in the render's variables when
+    ``_render_catalogue`` put it there (the pages), else ask Flask-Babel (the e-mails).
+    """
+    env.newstyle_gettext = True  # type: ignore[attr-defined]
+    env.globals.update(
+        _=_template_gettext,
+        gettext=_template_gettext,
+        ngettext=_template_ngettext,
+        pgettext=_template_pgettext,
+        npgettext=_template_npgettext,
+    )
 
 
 def _render_catalogue() -> dict[str, NullTranslations]:

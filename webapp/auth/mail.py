@@ -29,10 +29,9 @@ from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
 import jinja2
-from flask_babel import get_translations
 
 from webapp.clock import utcnow
-from webapp.i18n import current_language, gettext
+from webapp.i18n import current_language, gettext, install_template_gettext
 from webapp.settings import ConfigError, Settings, is_loopback_url
 
 log = logging.getLogger(__name__)
@@ -201,12 +200,8 @@ class MessageTemplates:
             undefined=jinja2.StrictUndefined,
             extensions=["jinja2.ext.i18n"],
         )
-        # As Flask-Babel installs them in the pages' environment (the same catalogue).
-        self.env.install_gettext_callables(  # type: ignore[attr-defined]
-            gettext=lambda s: get_translations().ugettext(s),
-            ngettext=lambda s, p, n: get_translations().ungettext(s, p, n),
-            newstyle=True,
-        )
+        # As the pages' environment has them (the same catalogue).
+        install_template_gettext(self.env)
         self.env.globals["current_language"] = current_language
         try:
             self.subject = None if subject is None else self.env.from_string(subject)
