@@ -10,9 +10,10 @@ Sizing: one worker process per core, since each runs Python on one core at a tim
 GIL); a few threads per worker (``WEB_THREADS``), so a worker keeps its core busy while a
 request waits on PostgreSQL, SMTP or an identity provider. A request stalled on a provider
 holds one thread, never the worker. Each thread needs at most one pooled database
-connection, so ``DB_POOL_SIZE`` should be at least ``WEB_THREADS``, and workers x
-(DB_POOL_SIZE + DB_MAX_OVERFLOW) must stay below PostgreSQL's ``max_connections`` (or the
-pooler's pool size).
+connection, so ``DB_POOL_SIZE`` should be at least ``WEB_THREADS``, and keeps one more for
+the hot reads (``webapp.database.ReadConnections``): workers x (DB_POOL_SIZE +
+DB_MAX_OVERFLOW + WEB_THREADS) must stay below PostgreSQL's ``max_connections`` (or the
+pooler's client connections).
 
 Environment: ``HOST`` (127.0.0.1) and ``PORT`` (8000) to listen on; ``WEB_CONCURRENCY``
 (workers, default the number of cores); ``WEB_THREADS`` (threads per worker, 4);

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+import weakref
 from collections import namedtuple
 from collections.abc import Callable, Mapping
 from typing import Any, cast
@@ -42,7 +44,8 @@ def engine_options(
 ) -> dict[str, Any]:
     """Return SQLAlchemy engine options for ``url``.
 
-    The pool is per worker process: size it to the server's threads (``DB_POOL_SIZE``).
+    The pool is per worker process: size it to the server's threads (``DB_POOL_SIZE``);
+    HotSelect's connections (ReadConnections) come on top, at most one per thread.
     Connections are recycled after 30 minutes so that none outlives a server-side or
     firewall idle timeout; ``pre_ping`` (``DB_POOL_PRE_PING``) costs a round trip per use.
     ``transaction_pooler`` (DATABASE_POOLER=transaction): psycopg never prepares a
@@ -156,15 +159,115 @@ def _sqlite_begin(conn: Any) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+class _Read:
+    """A driver connection in autocommit mode, with the one cursor HotSelect uses on it."""
+
+    __slots__ = ("driver", "cursor", "opened", "close", "__weakref__")
+
+    def __init__(self, driver: Any) -> None:
+        self.driver = driver
+        self.cursor = driver.cursor()
+        self.opened = time.monotonic()
+        # Closed when dropped too (an engine that goes without being disposed), as the
+        # driver would otherwise warn that a connection was left open.
+        self.close = weakref.finalize(self, driver.close)
+
+
+class ReadConnections:
+    """Connections of their own for HotSelect: opened through the engine's pool (its
+    connect options and events apply) and detached from it, for ever in autocommit mode.
+
+    Taking one from SQLAlchemy's pool and putting it back, with autocommit switched on and
+    off around the statement, cost about a tenth of a session read's CPU in the server
+    (bench/RESULTS.md); here taking and giving back are a list's pop and append, atomic
+    under the GIL. There are at most as many as threads ran a hot select at the same
+    moment (the server's threads), besides the pool's; idle ones are kept. They follow the
+    pool's rules: opened again after its recycle time, pinged first when it pre-pings, and
+    closed when the engine is disposed (as on a lost server).
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._idle: list[_Read] = []
+        self._recycle: float = engine.pool._recycle  # the pool's own settings
+        self._pre_ping: bool = engine.pool._pre_ping
+        self.closed = False
+
+    def take(self) -> _Read:
+        try:
+            read = self._idle.pop()
+        except IndexError:
+            return self._open()
+        if self._recycle >= 0 and time.monotonic() - read.opened > self._recycle:
+            read.close()
+            return self._open()
+        if self._pre_ping and not self._ping(read):
+            # As the pool does when a ping fails: the server went away, so the others go too.
+            self.close_idle()
+            return self._open()
+        return read
+
+    def give(self, read: _Read) -> None:
+        self._idle.append(read)
+        if self.closed:  # disposed meanwhile, perhaps while it was being appended
+            self.close_idle()
+
+    def close_idle(self) -> None:
+        while True:
+            try:
+                self._idle.pop().close()
+            except IndexError:
+                return
+
+    def _open(self) -> _Read:
+        pooled = self._engine.raw_connection()
+        driver = pooled.driver_connection
+        driver.autocommit = True  # type: ignore[union-attr]
+        pooled.detach()
+        return _Read(driver)
+
+    def _ping(self, read: _Read) -> bool:
+        try:
+            driver_statement.send(statement="SELECT 1")
+            read.cursor.execute("SELECT 1")
+            read.cursor.fetchone()
+        except self._engine.dialect.loaded_dbapi.Error:
+            read.close()
+            return False
+        return True
+
+
+_read_connections_by_engine: weakref.WeakKeyDictionary[Engine, ReadConnections] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _read_connections(engine: Engine) -> ReadConnections:
+    reads = _read_connections_by_engine.get(engine)
+    if reads is None:
+        reads = _read_connections_by_engine[engine] = ReadConnections(engine)
+        event.listen(engine, "engine_disposed", _close_read_connections)
+    return reads
+
+
+def _close_read_connections(engine: Engine) -> None:
+    """On ``engine.dispose()``: close the idle read connections, and each busy one as it
+    comes back; the next hot select opens new ones."""
+    reads = _read_connections_by_engine.pop(engine, None)
+    if reads is not None:
+        reads.closed = True
+        reads.close_idle()
+
+
 class HotSelect:
     """A fixed SELECT for hot paths: outside any transaction, at the least CPU per call.
 
-    On psycopg the statement, compiled once, runs on the pooled driver connection directly
-    in autocommit mode: no BEGIN/ROLLBACK round trips, and none of SQLAlchemy's execution
+    On psycopg the statement, compiled once, runs on a driver connection in autocommit mode
+    (ReadConnections): no BEGIN/ROLLBACK round trips, and none of SQLAlchemy's execution
     layer, which the benchmark's profile showed costing more than the query itself.
     psycopg prepares it on each connection after a few runs, unless the engine's
-    connections never prepare (behind a transaction pooler, ``engine_options``): it runs
-    on a connection of the engine's pool, which carries that setting. Result columns go
+    connections never prepare (behind a transaction pooler, ``engine_options``): the
+    connection was opened by the engine's pool, with that setting. Result columns go
     through their TypeDecorator (UTC timestamps), so rows read as SQLAlchemy's would. Parameters
     are passed to the driver as given: use plain strings, numbers and aware datetimes.
     Values fixed in the statement (an ``IN`` list of constants) are expanded once.
@@ -224,48 +327,40 @@ class HotSelect:
                 result = conn.execute(self.statement, params)
                 return [result.first()] if one else list(result.all())
         sql, fixed = self._compiled(engine)
-        dbapi_error = engine.dialect.loaded_dbapi.Error
-        pooled = None
+        reads = _read_connections(engine)
+        read = None
         try:
-            pooled = engine.raw_connection()
-            driver: Any = pooled.driver_connection
-            # One cursor per pooled connection, kept with it (a new one per call cost a
-            # fifth of the call); it goes when the connection does.
-            cursor = pooled.info.get("webapp.hot_cursor")
-            if cursor is None:
-                cursor = pooled.info["webapp.hot_cursor"] = driver.cursor()
-            driver.autocommit = True
-            try:
-                driver_statement.send(statement=sql)
-                cursor.execute(sql, {**fixed, **params} if fixed else params)
-                if one:
-                    found = cursor.fetchone()
-                    fetched = [] if found is None else [found]
-                else:
-                    fetched = cursor.fetchall()
-            finally:
-                driver.autocommit = False
-        except dbapi_error as exc:
+            read = reads.take()
+            driver_statement.send(statement=sql)
+            read.cursor.execute(sql, {**fixed, **params} if fixed else params)
+            if one:
+                found = read.cursor.fetchone()
+                fetched = [] if found is None else [found]
+            else:
+                fetched = read.cursor.fetchall()
+        except engine.dialect.loaded_dbapi.Error as exc:
             # As SQLAlchemy does: a dropped connection means the server went away, so the
-            # whole pool is replaced (its other connections are as dead), and the error
-            # arrives wrapped (OperationalError: the 503 handler), parameters hidden.
-            lost = False
-            if pooled is not None and engine.dialect.is_disconnect(exc, pooled, None):
-                lost = True
-                pooled.invalidate(exc)
+            # whole pool is replaced (its other connections are as dead; the read
+            # connections go with it), and the error arrives wrapped (OperationalError:
+            # the 503 handler), parameters hidden. A connection that failed is not reused.
+            lost = read is not None and engine.dialect.is_disconnect(exc, read.driver, None)
+            if read is not None:
+                read.close()
+                read = None
+            if lost:
                 engine.dispose()
             raise DBAPIError.instance(
                 sql,
                 params,
                 exc,
-                dbapi_error,
+                engine.dialect.loaded_dbapi.Error,
                 hide_parameters=True,
                 connection_invalidated=lost,
                 dialect=engine.dialect,
             ) from exc
         finally:
-            if pooled is not None:
-                pooled.close()
+            if read is not None:
+                reads.give(read)
         return [self._converted(row, engine) for row in fetched]
 
     def _converted(self, found: Any, engine: Engine) -> Any:
