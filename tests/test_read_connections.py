@@ -142,4 +142,3 @@ def test_disposing_the_engine_closes_the_read_connections(signed_in, postgres_ur
     assert settled_backends(postgres_url, 0) == set()
     read(client)  # and the next read opens one again
     assert len(backends(postgres_url)) == 1
-
