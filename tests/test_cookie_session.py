@@ -6,12 +6,14 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-from flask import Flask, session
+from flask import Flask, Response, session
+from flask.json.tag import TaggedJSONSerializer
 from flask.sessions import SecureCookieSessionInterface
 from flask_wtf.csrf import validate_csrf
 from itsdangerous import TimestampSigner, URLSafeTimedSerializer
 from wtforms import ValidationError
 
+from webapp.caching import add_vary
 from webapp.cookie_session import CookieSessionInterface, KeyedOnceSerializer
 
 CSRF_COOKIE = "auth.csrf-token"
@@ -121,3 +123,57 @@ def test_every_answer_carries_one_request_id(make_app, host):
     ours = client.get("/auth/session", headers={"Host": "localhost"})
     assert ours.status_code == 200
     assert len(ours.headers.getlist("X-Request-ID")) == 1
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"csrfToken": "a" * 40},
+        {"csrfToken": "a" * 40, "b": "ünïcode"},
+        {" t": "a key named as a tag"},
+        {"_flashes": [("success", "Saved.")], "csrfToken": "a" * 40},
+        {"n": 1, "raw": b"\x00\xff"},
+        {},
+    ],
+    ids=["one string", "strings", "a tag's name", "flashes", "other types", "empty"],
+)
+def test_the_session_is_written_as_flasks_tagged_json_writes_it(app: Flask, value):
+    ours = CookieSessionInterface.serializer
+    with app.app_context():
+        written = ours.dumps(value)
+        assert written == TaggedJSONSerializer().dumps(value)
+        assert ours.loads(written) == TaggedJSONSerializer().loads(written)
+
+
+@pytest.mark.parametrize(
+    ("before", "added", "after"),
+    [
+        ([], ("Cookie",), "Cookie"),
+        (["Accept-Language"], ("Cookie",), "Accept-Language, Cookie"),
+        (["Accept-Language, cookie"], ("Cookie", "Accept-Language"), "Accept-Language, cookie"),
+        (["Origin", "Accept-Encoding"], ("Cookie",), "Origin, Accept-Encoding, Cookie"),
+        (["*"], ("Cookie",), "*"),
+    ],
+)
+def test_vary_gains_what_it_lacks_and_keeps_what_it_names(before, added, after):
+    response = Response()
+    for value in before:
+        response.headers.add("Vary", value)
+    add_vary(response, *added)
+    assert ", ".join(response.headers.getlist("Vary")) == after
+    assert response.vary.as_set() == {h.strip().lower() for h in after.split(",")}
+
+
+def test_an_emptied_session_is_forgotten_by_the_browser(app: Flask):
+    with app.test_request_context(headers={"Cookie": f"{CSRF_COOKIE}=x"}):
+        session["csrfToken"] = "a" * 40
+        response = app.make_response("")
+        app.session_interface.save_session(app, session, response)
+        cookie = response.headers["Set-Cookie"].split(";")[0].split("=", 1)[1]
+    with app.test_request_context(headers={"Cookie": f"{CSRF_COOKIE}={cookie}"}):
+        session.clear()
+        response = app.make_response("")
+        app.session_interface.save_session(app, session, response)
+    assert response.headers["Set-Cookie"].startswith(f"{CSRF_COOKIE}=;")
+    assert "Expires=Thu, 01 Jan 1970" in response.headers["Set-Cookie"]
+    assert response.headers["Vary"] == "Cookie"

@@ -13,7 +13,10 @@ tenth of the request, for a session nobody read. Here:
   more than the signature. Cookies written compressed before still load;
 - signatures are HMAC-SHA1 as before, with hashlib's own SHA-1: Flask and itsdangerous
   name it through a Python function (imported lazily), which keeps the standard library
-  from OpenSSL's HMAC and makes it build one in Python, at twice the cost.
+  from OpenSSL's HMAC and makes it build one in Python, at twice the cost;
+- a session of strings (the CSRF secret) is written as plain JSON, which is what Flask's
+  tagged JSON makes of it after trying each of its tags on each value; ``Vary: Cookie`` is
+  added once, as text (``caching.add_vary``).
 
 The cookie's format is itsdangerous's, unchanged: cookies signed before an upgrade verify.
 """
@@ -24,10 +27,13 @@ import hashlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from flask import Flask, Request, Response
+from flask import Flask, Request, Response, json
+from flask.json.tag import TaggedJSONSerializer
 from flask.sessions import SecureCookieSessionInterface, SessionMixin
 from itsdangerous import BadSignature, Signer, TimestampSigner, URLSafeTimedSerializer
 from itsdangerous.encoding import base64_encode
+
+from webapp.caching import add_vary
 
 
 class LazySession(SessionMixin):
@@ -109,8 +115,23 @@ class KeyedOnceSerializer(URLSafeTimedSerializer):
         return base64_encode(self.serializer.dumps(obj).encode())
 
 
+class SessionJSON(TaggedJSONSerializer):
+    """Flask's tagged JSON for the session, which skips tagging where no value needs a tag."""
+
+    def dumps(self, value: Any) -> str:
+        if (
+            type(value) is dict
+            and all(type(item) is str for item in value.values())
+            # A dict of one key named as a tag is itself tagged (Flask's TagDict).
+            and not (len(value) == 1 and next(iter(value)) in self.tags)
+        ):
+            return json.dumps(value, separators=(",", ":"))
+        return super().dumps(value)
+
+
 class CookieSessionInterface(SecureCookieSessionInterface):
     digest_method = staticmethod(hashlib.sha1)
+    serializer = SessionJSON()
 
     def get_signing_serializer(self, app: Flask) -> URLSafeTimedSerializer | None:
         serializer: URLSafeTimedSerializer | None = app.extensions.get("webapp.session_serializer")
@@ -148,7 +169,26 @@ class CookieSessionInterface(SecureCookieSessionInterface):
         return LazySession(load)
 
     def save_session(self, app: Flask, session: SessionMixin, response: Response) -> None:
+        """Flask's, but nothing at all for a session nobody used, and ``Vary: Cookie`` added
+        once as text."""
         if not session.accessed:
             # Nothing read it and nothing wrote it: the cookie stays as the browser has it.
             return
-        super().save_session(app, session, response)
+        add_vary(response, "Cookie")
+        if not session and not session.modified:
+            return
+        name = self.get_cookie_name(app)
+        attributes: dict[str, Any] = {
+            "domain": self.get_cookie_domain(app),
+            "path": self.get_cookie_path(app),
+            "secure": self.get_cookie_secure(app),
+            "partitioned": self.get_cookie_partitioned(app),
+            "samesite": self.get_cookie_samesite(app),
+            "httponly": self.get_cookie_httponly(app),
+        }
+        if not session:  # emptied: the browser forgets it
+            response.delete_cookie(name, **attributes)
+        elif self.should_set_cookie(app, session):
+            value = self.get_signing_serializer(app).dumps(dict(session))  # type: ignore[union-attr]
+            expires = self.get_expiration_time(app, session)
+            response.set_cookie(name, value, expires=expires, **attributes)

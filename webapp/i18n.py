@@ -51,6 +51,7 @@ from werkzeug.wrappers import Response
 
 from webapp.auth import cookies
 from webapp.auth.redirects import safe_callback_url
+from webapp.caching import add_vary
 from webapp.settings import ConfigError, Settings, current_settings
 
 TRANSLATIONS_DIR = Path(__file__).resolve().parent / "translations"
@@ -283,7 +284,7 @@ def _vary(*headers: str) -> None:
 
     @after_this_request
     def add(response: Response) -> Response:
-        response.vary.update(headers)
+        add_vary(response, *headers)
         return response
 
 
