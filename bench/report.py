@@ -373,20 +373,21 @@ Instructions per in-process request (signed in where it applies, PostgreSQL; `py
 bench.instructions`, callgrind, which unlike timings does not move with the machine's
 load), app only, access log on:
 
-| request | before issue 13 | after its first round | after its second | now (third) |
-|---|---:|---:|---:|---:|
-| GET /auth/session, session cookie | 1,282,000 | 1,070,000 | 1,027,000 | 1,030,000 |
-| GET /auth/session, session and CSRF cookies | 1,440,000 | 1,070,000 | not counted | not counted |
-| GET /auth/csrf | 1,550,000 | 1,130,000 | 1,009,000 | 1,090,000 |
-| GET /auth/providers | 1,060,000 | 733,000 | 700,000 | 652,000 |
-| GET /account (10 sessions, 20 events shown) | 33,592,000 | 21,931,000 | 21,512,000 | 18,129,000 |
+| request | before issue 13 | after its first round | after its second | after its third | now (fourth) |
+|---|---:|---:|---:|---:|---:|
+| GET /auth/session, session cookie | 1,282,000 | 1,070,000 | 1,027,000 | 1,030,000 | 928,000 |
+| GET /auth/session, session and CSRF cookies | 1,440,000 | 1,070,000 | not counted | not counted | not counted |
+| GET /auth/csrf | 1,550,000 | 1,130,000 | 1,009,000 | 1,090,000 | 985,000 |
+| GET /auth/providers | 1,060,000 | 733,000 | 700,000 | 652,000 | 626,000 |
+| GET /account (10 sessions, 20 events shown) | 33,592,000 | 21,931,000 | 21,512,000 | 18,129,000 | 17,470,000 |
 
 With a CSRF cookie beside the session cookie the read takes the same path (that cookie is
 never decoded); it was not counted apart. The in-process count leaves out what the
 second round saved in the server (the body handed over whole, below). The third round
 changed only the account page's path: the other counts moved by the count's own spread
 (the second round's code, counted twice on the third round's machine: csrf 1,077,000 and
-1,058,000; the third round's: 1,090,000 and 1,097,000).
+1,058,000; the third round's: 1,090,000 and 1,097,000). The third round's code counted
+again on the fourth round's machine: session 1,054,000, csrf 1,064,000.
 
 - **The server.** granian (Rust, `deploy/serve.py`) replaced gunicorn's `gthread` worker,
   which cost about 600 us of CPU per request on this machine even for an app returning a
@@ -403,10 +404,20 @@ changed only the account page's path: the other counts moved by the count's own 
   item and again to close it. Under session reads that iteration and close were 30% of
   the workers' GIL time (py-spy, the profile of the first round), the one call that
   replaces them 16%.
-- **The session read** is one statement (session joined with user) run straight on the
-  pooled psycopg connection outside any transaction (`database.HotSelect`), prepared by
-  the server after five uses; nothing is written and no cookie re-sent inside the update
-  age (the SQL table above counts this under load).
+- **The session read** is one statement (session joined with user) run straight on a
+  psycopg connection in autocommit mode (`database.HotSelect`), prepared by the server
+  after five uses; nothing is written and no cookie re-sent inside the update age (the
+  SQL table above counts this under load). Since the fourth round that connection is a
+  read connection (`database.ReadConnections`): opened through the engine's pool (its
+  settings and events apply), detached from it, left in autocommit mode for good, and
+  taken and given back as a list's pop and append, where a pool checkout and return with
+  autocommit switched on and off around the statement cost 15 us in a loop and more
+  under threads (the pool's lock and condition). They follow the pool's recycle time,
+  pre-ping and disposal (`tests/test_read_connections.py`), at most one per thread.
+  In process 928,000 instructions against 1,054,000; over HTTP on the fourth round's
+  machine (4 alternations of 5 s with the third round's code): 2,020 against 1,722 req/s
+  at 8 connections and 2,298 against 1,876 at 32, and 715 against 876 us of worker CPU
+  per read.
 - **Flask and its extensions**: Flask's session cookie is decoded on first use and signed
   by one serializer per app (no zlib attempt; its signer and derived key made once, which
   until the second round they were not: itsdangerous's constructor replaced the class's
@@ -417,10 +428,17 @@ changed only the account page's path: the other counts moved by the count's own 
   method before the view's exemption; no remember-me cookie hook (sessions live in the
   database); Flask asks once per view whether it is a coroutine; log records skip the
   caller, thread and process lookups; `GET providers` answers a body made once per base
-  URL; the security and no-store headers are one list, added in one extend.
+  URL; the security and no-store headers are one list, added in one extend. Fourth round,
+  on `GET /auth/csrf` (1,064,000 to 985,000 instructions): saving Flask's session adds
+  `Vary: Cookie` once, reading the header as text (`caching.add_vary`), where Werkzeug's
+  `response.vary` parsed it into a set and wrote it back, and Flask did that twice (a
+  fifth of the session's saving); a session of strings is written as plain JSON, which is
+  what Flask's tagged JSON makes of it after trying each of its tags on each value (a test
+  compares the two). Over HTTP, same alternations: 2,782 against 2,618 req/s at 32
+  connections, 679 against 738 us of worker CPU per request.
 - **The account page**: its seven reads (the session, the user, sign-in methods,
   passkeys, sessions, second factors, recent activity) are `HotSelect`s: on PostgreSQL
-  straight on the pooled driver connection, outside any transaction, so no ORM objects
+  straight on a read connection, outside any transaction, so no ORM objects
   and no BEGIN/COMMIT round trips (while a request has its own transaction open, as when
   a section is re-rendered after a change, they run in it and see the change). A moment
   is written as its day and its time of day, each formatted once per locale and cached
@@ -473,13 +491,21 @@ changed only the account page's path: the other counts moved by the count's own 
 - **Tried in the second round, no measurable change**: request ids from Python's own
   generator instead of `uuid4` (which asks the kernel, releasing the GIL); the access log
   off (5-10% more session reads, but operators need it: kept).
-- **Looked at in the third round, not done**: one pooled connection for all of a page's
-  reads (it would save six of the account page's seven checkouts, about 7% of the page in
-  process, and a tenth of a session read's CPU would go with a connection pinned per
-  thread), because a request that also writes would then hold two connections, which the
-  pool sizing documented for PgBouncer does not allow for; 2 threads per worker instead
-  of 4 (session reads at 8 connections 5,530-6,322 against 4,940-5,655 req/s, at 32 the
-  same within noise: not enough to give up the headroom for slow providers).
+- **Looked at in the third round, not done then**: one pooled connection for all of a
+  page's reads, or one pinned per thread; the fourth round's read connections are the
+  second, sized in the README and docs (`workers x (DB_POOL_SIZE + DB_MAX_OVERFLOW +
+  WEB_THREADS)`) and bounded by the threads without pinning anything to a thread (the
+  development server starts a thread per request). The account page's seven reads now
+  take no pool checkout (17,470,000 instructions against 18,129,000). Not done: 2 threads
+  per worker instead of 4 (session reads at 8 connections 5,530-6,322 against
+  4,940-5,655 req/s, at 32 the same within noise: not enough to give up the headroom for
+  slow providers).
+- **Looked at in the fourth round, not done**: the access log written from a queue by a
+  thread of its own, in batches (with the log off, the upper bound, session reads were
+  about a tenth faster, within this machine's noise; a line still queued when a worker
+  exits would be lost, and operators need every line); the account page's escaping (459
+  `markupsafe.escape` calls and 680 `Markup` objects per page, about a tenth of its time
+  under cProfile): most are Jinja's autoescape of values that need it.
 - **Where a session read's CPU goes on the third round's machine** (5 s at 32
   connections, CPU ticks of each process): the workers 76%, PostgreSQL 18%, wrk and the
   rest 6%. A worker spends about 320 us of CPU per read; the app in process about 175 us

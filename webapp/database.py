@@ -178,7 +178,7 @@ class ReadConnections:
     connect options and events apply) and detached from it, for ever in autocommit mode.
 
     Taking one from SQLAlchemy's pool and putting it back, with autocommit switched on and
-    off around the statement, cost about a tenth of a session read's CPU in the server
+    off around the statement, cost about a sixth of a session read's CPU in the server
     (bench/RESULTS.md); here taking and giving back are a list's pop and append, atomic
     under the GIL. There are at most as many as threads ran a hot select at the same
     moment (the server's threads), besides the pool's; idle ones are kept. They follow the
@@ -246,7 +246,8 @@ def _read_connections(engine: Engine) -> ReadConnections:
     reads = _read_connections_by_engine.get(engine)
     if reads is None:
         reads = _read_connections_by_engine[engine] = ReadConnections(engine)
-        event.listen(engine, "engine_disposed", _close_read_connections)
+        if not event.contains(engine, "engine_disposed", _close_read_connections):
+            event.listen(engine, "engine_disposed", _close_read_connections)
     return reads
 
 
