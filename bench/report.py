@@ -373,21 +373,22 @@ Instructions per in-process request (signed in where it applies, PostgreSQL; `py
 bench.instructions`, callgrind, which unlike timings does not move with the machine's
 load), app only, access log on:
 
-| request | before issue 13 | after its first round | after its second | after its third | now (fourth) |
+| request | before issue 13 | round 1 | round 2 | round 3 | now (round 4) |
 |---|---:|---:|---:|---:|---:|
 | GET /auth/session, session cookie | 1,282,000 | 1,070,000 | 1,027,000 | 1,030,000 | 928,000 |
-| GET /auth/session, session and CSRF cookies | 1,440,000 | 1,070,000 | not counted | not counted | not counted |
+| GET /auth/session, session and CSRF cookies | 1,440,000 | 1,070,000 | – | – | – |
 | GET /auth/csrf | 1,550,000 | 1,130,000 | 1,009,000 | 1,090,000 | 985,000 |
 | GET /auth/providers | 1,060,000 | 733,000 | 700,000 | 652,000 | 626,000 |
-| GET /account (10 sessions, 20 events shown) | 33,592,000 | 21,931,000 | 21,512,000 | 18,129,000 | 17,470,000 |
+| GET /account (10 sessions) | 33,592,000 | 21,931,000 | 21,512,000 | 18,129,000 | 17,470,000 |
 
 With a CSRF cookie beside the session cookie the read takes the same path (that cookie is
-never decoded); it was not counted apart. The in-process count leaves out what the
-second round saved in the server (the body handed over whole, below). The third round
-changed only the account page's path: the other counts moved by the count's own spread
-(the second round's code, counted twice on the third round's machine: csrf 1,077,000 and
-1,058,000; the third round's: 1,090,000 and 1,097,000). The third round's code counted
-again on the fourth round's machine: session 1,054,000, csrf 1,064,000.
+never decoded); it was not counted apart after the first round. The in-process count
+leaves out what the second round saved in the server (the body handed over whole, below).
+The third round changed only the account page's path: the other counts moved by the
+count's own spread (the second round's code, counted twice on the third round's machine:
+csrf 1,077,000 and 1,058,000; the third round's: 1,090,000 and 1,097,000). The third
+round's code counted again on the fourth round's machine: session 1,054,000, csrf
+1,064,000.
 
 - **The server.** granian (Rust, `deploy/serve.py`) replaced gunicorn's `gthread` worker,
   which cost about 600 us of CPU per request on this machine even for an app returning a
