@@ -20,12 +20,13 @@ extracts, updates and compiles them (the ``.mo`` files are built, not committed)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from datetime import time as dt_time
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import flask_babel
 from babel import Locale
@@ -37,6 +38,8 @@ from flask import (
     abort,
     after_this_request,
     current_app,
+    g,
+    has_app_context,
     has_request_context,
     redirect,
     request,
@@ -44,8 +47,9 @@ from flask import (
 )
 from flask_babel import Babel, get_locale
 from jinja2 import Environment
+from jinja2.nodes import EvalContext
 from jinja2.runtime import Context
-from jinja2.utils import pass_context
+from jinja2.utils import pass_context, pass_eval_context
 from markupsafe import Markup, escape
 from werkzeug.wrappers import Response
 
@@ -62,9 +66,9 @@ LOCALE_COOKIE = "auth.locale"
 COOKIE_MAX_AGE = 365 * 24 * 3600
 #: Where ``create_app`` keeps the shipped languages (``app.extensions``).
 EXTENSION_KEY = "webapp.languages"
-#: The template variables a render finds its catalogue and its date formats in
-#: (``_render_catalogue``, ``_render_formats``).
+#: Where the request's catalogue is kept (on ``g``: ``_context_catalogue``).
 CATALOGUE_VAR = "_catalogue"
+#: The template variable a render finds its date formats in (``_render_formats``).
 FORMATS_VAR = "_date_formats"
 #: How pages write a day: "Nov 24, 2026", "24. Nov. 2026", … (a CLDR skeleton).
 DAY_SKELETON = "yMMMd"
@@ -91,14 +95,30 @@ class Language:
 
 
 def gettext(text: str, **variables: Any) -> str:
-    """``text`` in the request's language, ``%(name)s`` filled in from ``variables``
-    (Flask-Babel's, which has no type hints)."""
-    return str(flask_babel.gettext(text, **variables))
+    """``text`` in the request's language, ``%(name)s`` filled in from ``variables`` (as
+    Flask-Babel's ``gettext``)."""
+    translated = str(_context_catalogue().ugettext(text))
+    return translated % variables if variables else translated
 
 
 def ngettext(singular: str, plural: str, num: int, **variables: Any) -> str:
     """The form of ``singular``/``plural`` for ``num`` (``%(num)d``) in the request's language."""
-    return str(flask_babel.ngettext(singular, plural, num, **variables))
+    variables.setdefault("num", num)
+    return str(_context_catalogue().ungettext(singular, plural, num)) % variables
+
+
+def _context_catalogue() -> NullTranslations:
+    """The catalogue of the request's language (of the default one outside a request),
+    looked up once per application context and kept on ``g``. Flask-Babel looks it up on
+    every call, a dozen context-local lookups and the locale's name written out again: the
+    account page's ten device names spent more on that than on anything else they do."""
+    if not has_app_context():
+        return cast(NullTranslations, flask_babel.get_translations())
+    found = g.get(CATALOGUE_VAR)
+    if found is None:
+        found = flask_babel.get_translations()
+        setattr(g, CATALOGUE_VAR, found)
+    return cast(NullTranslations, found)
 
 
 def N_(text: str) -> str:
@@ -169,11 +189,9 @@ def init_app(app: Flask, conf: Settings) -> None:
         default_translation_directories=str(TRANSLATIONS_DIR),
         locale_selector=select_locale,
     )
-    # Flask-Babel's template callables find the catalogue through its request globals on
-    # every call (a dozen context-local lookups each, a fifth of the account page's time);
-    # these find it in the render's variables, where ``_render_catalogue`` put it once.
-    app.context_processor(_render_catalogue)
     install_template_gettext(app.jinja_env)
+    # A page's render gets them bound to the request's catalogue, found once for it.
+    app.context_processor(_render_messages)
     app.register_blueprint(bp)
     app.add_template_global(current_language)
     app.add_template_global(language_links)
@@ -185,68 +203,90 @@ def init_app(app: Flask, conf: Settings) -> None:
 
 def install_template_gettext(env: Environment) -> None:
     """Give ``env``'s templates (with Jinja's i18n extension) ``_``, ``gettext``,
-    ``ngettext``, ``pgettext`` and ``npgettext`` in the request's language.
-
-    They are Jinja's "new style" callables (``_('Hi %(name)s', name=…)``, values escaped
-    where the template autoescapes) written out, one call each: Jinja's own wrap installed
-    callables in two more calls. They find the catalogue in the render's variables when
-    ``_render_catalogue`` put it there (the pages), else ask Flask-Babel (the e-mails).
-    """
+    ``ngettext``, ``pgettext`` and ``npgettext`` in the request's language."""
     env.newstyle_gettext = True  # type: ignore[attr-defined]
-    env.globals.update(
-        _=_template_gettext,
-        gettext=_template_gettext,
-        ngettext=_template_ngettext,
-        pgettext=_template_pgettext,
-        npgettext=_template_npgettext,
-    )
+    env.globals.update(TemplateMessages().callables())
 
 
-def _render_catalogue() -> dict[str, NullTranslations]:
-    """The request's catalogue, looked up once per render (a context processor)."""
-    return {CATALOGUE_VAR: flask_babel.get_translations()}
+def _render_messages() -> dict[str, Callable[..., str]]:
+    """The template callables bound to the request's catalogue (a context processor)."""
+    return TemplateMessages(_context_catalogue()).callables()
 
 
-def _catalogue(context: Context) -> NullTranslations:
-    # A macro imported without context has no render variables: it looks the catalogue up.
-    found = context.get(CATALOGUE_VAR)
-    return found if isinstance(found, NullTranslations) else flask_babel.get_translations()
+class TemplateMessages:
+    """Jinja's "new style" gettext callables (``_('Hi %(name)s', name=…)``, values escaped
+    where the template autoescapes) written out, one call each: Jinja's own wrap installed
+    callables in two more calls.
+
+    Bound to a catalogue (a page's render) or, without one, finding the request's at each
+    call (the e-mails, and macros imported without the page's context). They take Jinja's
+    evaluation context (for autoescaping), not the template's: a callable that takes the
+    template's context gets a copy of it made for the call in a loop or a block that sets
+    variables, which cost the account page more than its messages.
+    """
+
+    def __init__(self, catalogue: NullTranslations | None = None) -> None:
+        self._catalogue = catalogue
+
+    def callables(self) -> dict[str, Callable[..., str]]:
+        return {
+            "_": self.gettext,
+            "gettext": self.gettext,
+            "ngettext": self.ngettext,
+            "pgettext": self.pgettext,
+            "npgettext": self.npgettext,
+        }
+
+    def catalogue(self) -> NullTranslations:
+        return self._catalogue if self._catalogue is not None else _context_catalogue()
+
+    @pass_eval_context
+    def gettext(self, eval_ctx: EvalContext, text: str, **variables: Any) -> str:
+        if not variables:
+            return _translated_text(self.catalogue(), text, eval_ctx.autoescape)
+        return _filled(eval_ctx, self.catalogue().ugettext(text), variables)
+
+    @pass_eval_context
+    def ngettext(
+        self, eval_ctx: EvalContext, singular: str, plural: str, num: int, **variables: Any
+    ) -> str:
+        variables.setdefault("num", num)
+        return _filled(eval_ctx, self.catalogue().ungettext(singular, plural, num), variables)
+
+    @pass_eval_context
+    def pgettext(self, eval_ctx: EvalContext, msgctxt: str, text: str, **variables: Any) -> str:
+        variables.setdefault("context", msgctxt)
+        return _filled(eval_ctx, self.catalogue().upgettext(msgctxt, text), variables)
+
+    @pass_eval_context
+    def npgettext(
+        self,
+        eval_ctx: EvalContext,
+        msgctxt: str,
+        singular: str,
+        plural: str,
+        num: int,
+        **variables: Any,
+    ) -> str:
+        variables.setdefault("context", msgctxt)
+        variables.setdefault("num", num)
+        translated = self.catalogue().unpgettext(msgctxt, singular, plural, num)
+        return _filled(eval_ctx, translated, variables)
 
 
-def _filled(context: Context, text: str, variables: dict[str, Any]) -> str:
+def _filled(eval_ctx: EvalContext, text: str, variables: dict[str, Any]) -> str:
     # As Jinja's new style: the translation is always a format string, and what fills it is
     # escaped when the template autoescapes.
-    translated = Markup(text) if context.eval_ctx.autoescape else text
+    translated = Markup(text) if eval_ctx.autoescape else text
     return translated % variables
 
 
-@pass_context
-def _template_gettext(context: Context, text: str, **variables: Any) -> str:
-    return _filled(context, _catalogue(context).ugettext(text), variables)
-
-
-@pass_context
-def _template_ngettext(
-    context: Context, singular: str, plural: str, num: int, **variables: Any
-) -> str:
-    variables.setdefault("num", num)
-    return _filled(context, _catalogue(context).ungettext(singular, plural, num), variables)
-
-
-@pass_context
-def _template_pgettext(context: Context, msgctxt: str, text: str, **variables: Any) -> str:
-    variables.setdefault("context", msgctxt)
-    return _filled(context, _catalogue(context).upgettext(msgctxt, text), variables)
-
-
-@pass_context
-def _template_npgettext(
-    context: Context, msgctxt: str, singular: str, plural: str, num: int, **variables: Any
-) -> str:
-    variables.setdefault("context", msgctxt)
-    variables.setdefault("num", num)
-    translated = _catalogue(context).unpgettext(msgctxt, singular, plural, num)
-    return _filled(context, translated, variables)
+@lru_cache(maxsize=4096)
+def _translated_text(catalogue: NullTranslations, text: str, autoescape: bool) -> str:
+    """A message without variables, as a page shows it: the same each time for the same
+    catalogue (most of a page's messages; the account page shows seventy)."""
+    translated = catalogue.ugettext(text)
+    return (Markup(translated) if autoescape else translated) % {}
 
 
 def _languages() -> tuple[Language, ...]:
