@@ -34,7 +34,7 @@ USER_AGENTS = (
     "(KHTML, like Gecko) Version/18.1 Safari/605.1.15",
 )
 #: (type, outcome, error code, device) of the events each user has, oldest first, in turn:
-#: the account page's "Recent activity" shows the newest 20 of them.
+#: the account page's "Recent activity" shows the newest 5 of them.
 EVENTS = (
     ("signin", "success", None, "Firefox on Linux"),
     ("email.requested", "success", None, "Chrome on Windows"),

@@ -590,7 +590,8 @@ def test_recent_activity_tells_of_the_second_factor_in_the_page_s_language(
     reset = app.test_cli_runner().invoke(args=["auth", "mfa", "reset", "--user", "ann@example.com"])
     assert reset.exit_code == 0, reset.output
     sign_in(ann, "ann@example.com")
-    page = ann.get("/account").get_data(as_text=True)
+    # The activity page: more events than the account page's card shows.
+    page = ann.get("/account/activity").get_data(as_text=True)
     what = [
         html.unescape(" ".join(re.sub(r"<[^>]+>", " ", item).split()))
         for item in re.findall(r'<span class="activity__what">(.*?)</span>\s*<span', page, re.S)
@@ -724,7 +725,7 @@ def test_the_view_has_its_comment_on_postgres(postgres_url: str) -> None:
 # -- "Recent activity" ------------------------------------------------------------------
 
 
-def test_recent_activity_shows_the_latest_20_and_more_on_request(
+def test_recent_activity_shows_the_latest_5_and_more_20_at_a_time(
     password_app: Callable[..., Flask],
 ) -> None:
     app = password_app()
@@ -744,22 +745,27 @@ def test_recent_activity_shows_the_latest_20_and_more_on_request(
     page = client.get("/account").get_data(as_text=True)
     card = page[page.index('id="activity"') :]
     items = _items(card)
-    # The newest 20 sign-ins; the extension is not shown.
-    assert [_octet(i) for i in items] == list(range(24, 4, -1))
+    # The newest 5 sign-ins; the extension is not shown.
+    assert [_octet(i) for i in items] == [24, 23, 22, 21, 20]
     assert all(i.startswith("Signed in with Password") for i in items)
     assert "Chrome on Mac OS X" in items[0]
     assert "Mar 1, 2026, 12:24 PM UTC" in items[0].replace("\u202f", " ")
     [more] = re.findall(r'<a href="(/account/activity\?before=\d+)" hx-get="\1"', card)
 
+    # "Show more": the next 20, and another "Show more" for what is left.
     rest = client.get(more, headers=HTMX).get_data(as_text=True)
-    assert "<html" not in rest and "Show more" not in rest
-    entries = _items(rest)
+    assert "<html" not in rest
+    assert [_octet(e) for e in _items(rest)] == list(range(19, -1, -1))
+    [after] = re.findall(r'<a href="(/account/activity\?before=\d+)" hx-get="\1"', rest)
+    last = client.get(after, headers=HTMX).get_data(as_text=True)
+    assert "Show more" not in last
+    entries = _items(last)
     # The first sign-in's request also created the account and linked the password.
-    assert [_octet(e) for e in entries] == [4, 3, 2, 1, 0, 0, 0]
-    assert entries[-2].startswith("Password added to your sign-in methods")
-    assert entries[-1].startswith("Account created with Password")
+    assert [_octet(e) for e in entries] == [0, 0]
+    assert entries[0].startswith("Password added to your sign-in methods")
+    assert entries[1].startswith("Account created with Password")
 
-    plain = client.get(more).get_data(as_text=True)  # JavaScript off: a page of them
+    plain = client.get(after).get_data(as_text=True)  # JavaScript off: a page of them
     later.stop()
     assert "<h1>Recent activity</h1>" in plain and _items(plain) == entries
 

@@ -313,7 +313,10 @@ def account_overview(*, user_id: int, session: AuthSession) -> Overview:
     )
 
 
-#: Entries the "Recent activity" card shows at first, and each "Show more" adds.
+#: Entries the account page's "Recent activity" card shows: the latest few, as an
+#: overview; its "Show more" brings the rest in pages of ``ACTIVITY_PAGE``.
+ACTIVITY_FIRST = 5
+#: Entries each "Show more" adds (and the activity page shows without JavaScript).
 ACTIVITY_PAGE = 20
 
 
@@ -343,9 +346,12 @@ class Activity:
     more: int | None
 
 
-def recent_activity(*, user_id: int, before: int | None = None) -> Activity:
-    """Return the user's latest events (those before event ``before``, for the next page)."""
-    rows = audit.for_user(user_id, before=before, limit=ACTIVITY_PAGE + 1)
+def recent_activity(
+    *, user_id: int, before: int | None = None, limit: int = ACTIVITY_PAGE
+) -> Activity:
+    """Return the user's latest ``limit`` events (those before event ``before``, for the
+    next page)."""
+    rows = audit.for_user(user_id, before=before, limit=limit + 1)
     entries = [
         ActivityEntry(
             id=row.id,
@@ -358,9 +364,9 @@ def recent_activity(*, user_id: int, before: int | None = None) -> Activity:
             ip=row.ip,
             detail=dict(row.detail or {}),
         )
-        for row in rows[:ACTIVITY_PAGE]
+        for row in rows[:limit]
     ]
-    return Activity(entries, entries[-1].id if len(rows) > ACTIVITY_PAGE else None)
+    return Activity(entries, entries[-1].id if len(rows) > limit else None)
 
 
 @dataclass(frozen=True)

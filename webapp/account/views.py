@@ -102,7 +102,7 @@ def overview() -> str:
         view=view,
         notices=notices,
         two_factor=two_factor.status(current_user.id),
-        activity=flows.recent_activity(user_id=current_user.id),
+        activity=flows.recent_activity(user_id=current_user.id, limit=flows.ACTIVITY_FIRST),
     )
 
 
