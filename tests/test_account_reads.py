@@ -27,14 +27,14 @@ def _user_id(app: Flask, email: str = "ann@example.com") -> int:
         return int(db.session.scalars(db.select(User.id).where(User.email == email)).one())
 
 
-def test_the_account_page_is_seven_selects_and_writes_nothing(client, auth, count_sql):
+def test_the_account_page_is_six_selects_and_writes_nothing(client, auth, count_sql):
     auth.signin()
     with count_sql() as sql:
         r = client.get("/account")
     assert r.status_code == 200 and b"ann@example.com" in r.data
-    # The session read, then the user, sign-in methods, passkeys, sessions, second factors
-    # and recent activity: each one SELECT.
-    assert len(sql.statements) == 7, sql.statements
+    # The session read, then the user with their second factors, sign-in methods,
+    # passkeys, sessions and recent activity: each one SELECT.
+    assert len(sql.statements) == 6, sql.statements
     assert all(s.lstrip().upper().startswith("SELECT") for s in sql.statements)
     assert sql.writes == []
 

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from sqlalchemy import bindparam, delete, select
 
-from webapp.auth import audit, notices, reauth
+from webapp.auth import audit, notices, reauth, second_factor
 from webapp.auth.devices import describe_device
 from webapp.auth.errors import AccountError
 from webapp.auth.flows.passkey import PROVIDER_ID as PASSKEY_PROVIDER
@@ -158,6 +158,7 @@ class Overview:
     passkeys_offered: bool
     #: Why passkeys cannot be added at this address (None: they can).
     passkey_problem: str | None
+    two_factor: second_factor.Status
 
 
 def _method(account: ShownAccount, user: ShownUser) -> SignInMethod:
@@ -235,10 +236,17 @@ def _leaves_a_method(
 #: What the account page reads, each one statement on the driver outside a transaction
 #: (``HotSelect``): only the columns it shows, as rows, where ORM objects and the
 #: request's BEGIN/COMMIT cost more than the queries.
+#: The user with what two-step verification they have (``second_factor.STATUS_COLUMNS``).
 _PAGE_USER = HotSelect(
-    select(User.id, User.name, User.email, User.email_verified, User.image, User.created_at).where(
-        User.id == bindparam("user_id")
-    )
+    select(
+        User.id,
+        User.name,
+        User.email,
+        User.email_verified,
+        User.image,
+        User.created_at,
+        *second_factor.STATUS_COLUMNS,
+    ).where(User.id == bindparam("user_id"))
 )
 _PAGE_ACCOUNTS = HotSelect(
     select(
@@ -310,6 +318,7 @@ def account_overview(*, user_id: int, session: AuthSession) -> Overview:
         passkeys=[_passkey_info(p) for p in passkeys],
         passkeys_offered=_passkeys_offered(),
         passkey_problem=unavailable_reason(),
+        two_factor=second_factor.Status.of(user),
     )
 
 

@@ -9,19 +9,20 @@ attacker must neither plant their own authenticator nor remove the owner's.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 
-from sqlalchemy import bindparam, delete, func, select
+from sqlalchemy import delete, select
 
 from webapp.account.flows import NOT_FOUND, require_recent
 from webapp.auth import audit, recovery_codes, second_factor, totp
 from webapp.auth.errors import AccountError
+from webapp.auth.second_factor import Status
 from webapp.auth.sessions import AuthSession
 from webapp.clock import utcnow
 from webapp.database import HotSelect
 from webapp.extensions import db
 from webapp.i18n import gettext
-from webapp.models import Authenticator, RecoveryCode, TotpAuthenticator, User
+from webapp.models import TotpAuthenticator, User
 from webapp.settings import current_settings
 
 ALREADY_ON = "TwoFactorAlreadyOn"
@@ -32,15 +33,6 @@ SETUP_REUSE = timedelta(minutes=15)
 
 
 @dataclass(frozen=True)
-class Status:
-    """What the account page says about two-step verification."""
-
-    on_since: datetime | None
-    recovery_codes_left: int
-    passkeys: int
-
-
-@dataclass(frozen=True)
 class Setup:
     """What the set-up page shows: the key as text, and as a link (and its QR code)."""
 
@@ -48,32 +40,12 @@ class Setup:
     uri: str
 
 
-_STATUS = HotSelect(
-    select(
-        select(TotpAuthenticator.confirmed_at)
-        .where(TotpAuthenticator.user_id == bindparam("user_id"))
-        .scalar_subquery()
-        .label("on_since"),
-        select(func.count())
-        .where(RecoveryCode.user_id == bindparam("user_id"), RecoveryCode.used_at.is_(None))
-        .scalar_subquery()
-        .label("codes_left"),
-        select(func.count())
-        .where(Authenticator.user_id == bindparam("user_id"))
-        .scalar_subquery()
-        .label("passkeys"),
-    )
-)
+_STATUS = HotSelect(select(*second_factor.STATUS_COLUMNS))
 
 
 def status(user_id: int) -> Status:
-    """Read what the account page says about the user's second factors, in one statement."""
-    row = _STATUS.one({"user_id": user_id})
-    return Status(
-        on_since=row.on_since,
-        recovery_codes_left=int(row.codes_left) if row.on_since else 0,
-        passkeys=int(row.passkeys),
-    )
+    """Read what the account pages say about the user's second factors, in one statement."""
+    return Status.of(_STATUS.one({"user_id": user_id}))
 
 
 def begin_setup(*, user_id: int, current: AuthSession) -> Setup:

@@ -101,7 +101,7 @@ def overview() -> str:
         "account/index.html",
         view=view,
         notices=notices,
-        two_factor=two_factor.status(current_user.id),
+        two_factor=view.two_factor,
         activity=flows.recent_activity(user_id=current_user.id, limit=flows.ACTIVITY_FIRST),
     )
 
@@ -367,6 +367,6 @@ def _answer(section: str, message: str, category: str) -> ResponseReturnValue:
     return render_template(
         SECTIONS[section],
         view=view,
-        two_factor=two_factor.status(current_user.id),
+        two_factor=view.two_factor,
         notice={"text": message, "category": category},
     )

@@ -8,11 +8,15 @@ user verification it is both factors at once.
 
 from __future__ import annotations
 
-from sqlalchemy import ColumnElement, select
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, bindparam, func, select
 
 from webapp.auth import recovery_codes, totp
 from webapp.extensions import db
-from webapp.models import TotpAuthenticator
+from webapp.models import Authenticator, RecoveryCode, TotpAuthenticator
 
 #: What a code proved, for a session's ``amr``.
 OTP = "otp"
@@ -21,6 +25,42 @@ RECOVERY_CODE = "rec"
 PASSKEY = "hwk"
 #: In ``amr``: two factors were checked (ours, or the identity provider's when trusted).
 MFA = "mfa"
+
+
+@dataclass(frozen=True)
+class Status:
+    """What the account pages say about a user's second factors."""
+
+    on_since: datetime | None
+    recovery_codes_left: int
+    passkeys: int
+
+    @classmethod
+    def of(cls, row: Any) -> Status:
+        """The status from a row with ``STATUS_COLUMNS``."""
+        return cls(
+            on_since=row.on_since,
+            recovery_codes_left=int(row.codes_left) if row.on_since else 0,
+            passkeys=int(row.passkeys),
+        )
+
+
+#: The status as columns of one row, for the ``user_id`` parameter: a statement of their
+#: own, or beside the user's in the account page's read.
+STATUS_COLUMNS = (
+    select(TotpAuthenticator.confirmed_at)
+    .where(TotpAuthenticator.user_id == bindparam("user_id"))
+    .scalar_subquery()
+    .label("on_since"),
+    select(func.count())
+    .where(RecoveryCode.user_id == bindparam("user_id"), RecoveryCode.used_at.is_(None))
+    .scalar_subquery()
+    .label("codes_left"),
+    select(func.count())
+    .where(Authenticator.user_id == bindparam("user_id"))
+    .scalar_subquery()
+    .label("passkeys"),
+)
 
 
 def _confirmed(user_id: int) -> tuple[ColumnElement[bool], ...]:
