@@ -169,6 +169,20 @@ def test_every_page_links_to_each_language_named_in_itself(client):
     assert re.search(r'lang="en" hreflang="en" dir="ltr" aria-current="true"', footer)
 
 
+def test_the_language_links_follow_the_script_root_they_are_served_under(client):
+    """The links are built once per script root (``i18n._choice_urls``): an app mounted
+    under a prefix links under it, and the same app at the root does not."""
+
+    def links(root: str) -> list[str]:
+        html = client.get("/auth/signin", base_url=f"http://localhost{root}").get_data(as_text=True)
+        footer = html[html.index('<nav aria-label="Language">') :]
+        return re.findall(r'<a href="([^"]+)" lang=', footer)
+
+    for _ in range(2):  # built, then as kept
+        assert links("/app") == [f"/app/language/{c}" for c in ("ar", "de", "en", "es", "fr")]
+        assert links("") == [f"/language/{c}" for c in ("ar", "de", "en", "es", "fr")]
+
+
 def test_choosing_a_language_keeps_it_and_goes_back_to_the_page(client):
     back = "http://localhost/auth/signin?callbackUrl=%2Faccount&error=SessionRequired"
     answer = client.get("/language/ar", headers={"Referer": back})

@@ -66,6 +66,9 @@ LOCALE_COOKIE = "auth.locale"
 COOKIE_MAX_AGE = 365 * 24 * 3600
 #: Where ``create_app`` keeps the shipped languages (``app.extensions``).
 EXTENSION_KEY = "webapp.languages"
+#: Where the footer's links are kept once built (``_choice_urls``).
+CHOICE_URLS_KEY = "webapp.language_choice_urls"
+MAX_SCRIPT_ROOTS = 8
 #: Where the request's catalogue is kept (on ``g``: ``_context_catalogue``).
 CATALOGUE_VAR = "_catalogue"
 #: The template variable a render finds its date formats in (``_render_formats``).
@@ -183,6 +186,7 @@ def init_app(app: Flask, conf: Settings) -> None:
                 f"{compiled} is missing: run `scripts/translations compile` (scripts/setup does)"
             )
     app.extensions[EXTENSION_KEY] = tuple(_language(code) for code in codes)
+    app.extensions[CHOICE_URLS_KEY] = {}
     Babel(
         app,
         default_locale=conf.default_locale,
@@ -347,9 +351,23 @@ def language_links() -> list[tuple[Language, str, bool]]:
     if request.method not in ("GET", "HEAD"):
         return []
     code = current_language().code
-    return [
-        (lang, url_for("i18n.choose", code=lang.code), lang.code == code) for lang in _languages()
-    ]
+    return [(lang, href, lang.code == code) for lang, href in _choice_urls()]
+
+
+def _choice_urls() -> list[tuple[Language, str]]:
+    """Each language and the URL that picks it: the same on every page, so built once per
+    application and script root (the footer's five ``url_for`` were a page's costliest
+    calls after its messages)."""
+    built: dict[str, list[tuple[Language, str]]] = current_app.extensions[CHOICE_URLS_KEY]
+    root = request.script_root
+    found = built.get(root)
+    if found is None:
+        found = [(lang, url_for("i18n.choose", code=lang.code)) for lang in _languages()]
+        # The root comes from the server or a trusted proxy: one or two. Should a proxy
+        # pass on whatever its clients send, what is kept stays bounded all the same.
+        if len(built) < MAX_SCRIPT_ROOTS:
+            built[root] = found
+    return found
 
 
 @bp.get("/language/<code>")
