@@ -18,6 +18,7 @@ from flask import Flask
 from webapp import i18n
 from webapp.account import flows, two_factor
 from webapp.auth import audit
+from webapp.database import read_together
 from webapp.extensions import db
 from webapp.models import AuthEvent, Session, User
 
@@ -58,6 +59,8 @@ def test_the_page_reads_return_the_rows_sqlalchemy_would(app, auth):
             assert [tuple(r) for r in rows] == [tuple(r) for r in core], hot.statement
             # Ann has no passkey; every other read has something to compare.
             assert rows or hot is flows._PAGE_PASSKEYS, hot.statement
+        # Together (one round trip on PostgreSQL) as one after another.
+        assert read_together(*reads.items()) == [hot.all(p) for hot, p in reads.items()]
         # The constants of the statement (the event types a person is not shown) went
         # with it: an event of such a type is never listed.
         assert all(

@@ -295,6 +295,31 @@ def test_the_session_read_through_pgbouncer_is_one_statement_never_prepared(
     assert errors and all(missing.search(error) for error in errors), errors
 
 
+def test_the_account_page_s_reads_together_go_through_pgbouncer(
+    cluster: Cluster, person: tuple[Browser, str, str]
+) -> None:
+    """The account page sends four reads in one pipeline (``database.read_together``): in
+    transaction mode PgBouncer holds a server connection from the first to the Sync, and
+    many threads at once, over its 10 server connections, each get their own answers."""
+    _, address, cookie = person
+    settings = {"DATABASE_POOLER": "transaction", "DB_POOL_SIZE": "16"}
+    app = create_app(base_config(cluster.pooled, **settings), environ={})
+
+    def pages(_: int) -> list[tuple[int, bool]]:
+        client = app.test_client()
+        client.set_cookie("auth.session-token", cookie)
+        answers = [client.get("/account") for _ in range(10)]
+        return [(r.status_code, address in r.get_data(as_text=True)) for r in answers]
+
+    try:
+        with ThreadPoolExecutor(16) as pool:
+            answers = [a for batch in pool.map(pages, range(16)) for a in batch]
+    finally:
+        with app.app_context():
+            db.engine.dispose()
+    assert set(answers) == {(200, True)}
+
+
 def test_pgbouncer_killed_gives_clear_503s_then_service_comes_back_by_itself(
     cluster: Cluster, person: tuple[Browser, str, str]
 ) -> None:

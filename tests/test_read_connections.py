@@ -11,7 +11,8 @@ import pytest
 import sqlalchemy as sa
 from freezegun import freeze_time
 
-from webapp import create_app
+from webapp import create_app, database
+from webapp.account import flows
 from webapp.extensions import db
 
 from .conftest import base_config, pg_admin_engine
@@ -142,3 +143,51 @@ def test_disposing_the_engine_closes_the_read_connections(signed_in, postgres_ur
     assert settled_backends(postgres_url, 0) == set()
     read(client)  # and the next read opens one again
     assert len(backends(postgres_url)) == 1
+
+
+def test_the_account_page_sends_its_four_reads_in_one_round_trip(signed_in, tmp_path):
+    """``database.read_together``: the user, sign-in methods, passkeys and sessions go in
+    one pipeline, ended by one Sync, on the read connection the session read used (libpq's
+    own trace of what the client sent)."""
+    app, client = signed_in()
+    read(client)
+    with app.app_context():
+        [connection] = database._read_connections(db.engine)._idle
+    trace = tmp_path / "libpq.trace"
+    with trace.open("w") as sink:
+        connection.driver.pgconn.trace(sink.fileno())
+        page = client.get("/account")
+        connection.driver.pgconn.untrace()
+    assert page.status_code == 200 and "ann@example.com" in page.get_data(as_text=True)
+    # Lines of "<time> F|B <length> <message> <fields>": what the client sent, as names.
+    sent = [
+        f[3]
+        for f in (line.split("\t") for line in trace.read_text().splitlines())
+        if len(f) > 3 and f[1] == "F"
+    ]
+    syncs, statements = sent.count("Sync"), sent.count("Bind")
+    # The session read, the page's four reads, recent activity: six statements, three
+    # round trips (one after another, each would be its own).
+    assert (statements, syncs) == (6, 3), sent
+
+
+def test_a_failed_statement_fails_the_batch_and_its_connection_goes(signed_in, postgres_url):
+    app, client = signed_in()
+    read(client)
+    before = backends(postgres_url)
+    with app.test_request_context():
+        with pytest.raises(sa.exc.DataError):
+            database.read_together(
+                (flows._PAGE_ACCOUNTS, {"user_id": 1}),
+                (flows._PAGE_PASSKEYS, {"user_id": "not a number"}),
+            )
+        # The connection that failed was closed, not given back; the next batch opens one.
+        assert database._read_connections(db.engine)._idle == []
+        accounts, passkeys = database.read_together(
+            (flows._PAGE_ACCOUNTS, {"user_id": 1}), (flows._PAGE_PASSKEYS, {"user_id": 1})
+        )
+        assert (accounts, passkeys) == (
+            flows._PAGE_ACCOUNTS.all({"user_id": 1}),
+            flows._PAGE_PASSKEYS.all({"user_id": 1}),
+        )
+    assert settled_backends(postgres_url, 1) != before

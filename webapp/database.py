@@ -6,7 +6,7 @@ import time
 import weakref
 from collections import namedtuple
 from collections.abc import Callable, Mapping
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from blinker import Namespace
 from flask import Flask
@@ -160,17 +160,24 @@ def _sqlite_begin(conn: Any) -> None:
 
 
 class _Read:
-    """A driver connection in autocommit mode, with the one cursor HotSelect uses on it."""
+    """A driver connection in autocommit mode, with the cursors HotSelect uses on it."""
 
-    __slots__ = ("driver", "cursor", "opened", "close", "__weakref__")
+    __slots__ = ("driver", "cursor", "_cursors", "opened", "close", "__weakref__")
 
     def __init__(self, driver: Any) -> None:
         self.driver = driver
         self.cursor = driver.cursor()
+        self._cursors = [self.cursor]
         self.opened = time.monotonic()
         # Closed when dropped too (an engine that goes without being disposed), as the
         # driver would otherwise warn that a connection was left open.
         self.close = weakref.finalize(self, driver.close)
+
+    def cursors(self, count: int) -> list[Any]:
+        """``count`` cursors on this connection (one per statement of a pipeline), kept."""
+        while len(self._cursors) < count:
+            self._cursors.append(self.driver.cursor())
+        return self._cursors[:count]
 
 
 class ReadConnections:
@@ -318,9 +325,7 @@ class HotSelect:
 
     def _run(self, params: Mapping[str, Any], *, one: bool) -> list[Any]:
         engine = db.engine
-        # Asked without making the request a Session it would not otherwise have (a new one
-        # is built and torn down again: a twentieth of a session read).
-        if db.session.registry.has() and db.session().in_transaction():
+        if _in_transaction():
             result = db.session.execute(self.statement, params)
             return [result.first()] if one else list(result.all())
         if engine.dialect.driver != "psycopg":
@@ -328,40 +333,16 @@ class HotSelect:
                 result = conn.execute(self.statement, params)
                 return [result.first()] if one else list(result.all())
         sql, fixed = self._compiled(engine)
-        reads = _read_connections(engine)
-        read = None
-        try:
-            read = reads.take()
+
+        def fetch(read: _Read) -> list[Any]:
             driver_statement.send(statement=sql)
             read.cursor.execute(sql, {**fixed, **params} if fixed else params)
             if one:
                 found = read.cursor.fetchone()
-                fetched = [] if found is None else [found]
-            else:
-                fetched = read.cursor.fetchall()
-        except engine.dialect.loaded_dbapi.Error as exc:
-            # As SQLAlchemy does: a dropped connection means the server went away, so the
-            # whole pool is replaced (its other connections are as dead; the read
-            # connections go with it), and the error arrives wrapped (OperationalError:
-            # the 503 handler), parameters hidden. A connection that failed is not reused.
-            lost = read is not None and engine.dialect.is_disconnect(exc, read.driver, None)
-            if read is not None:
-                read.close()
-                read = None
-            if lost:
-                engine.dispose()
-            raise DBAPIError.instance(
-                sql,
-                params,
-                exc,
-                engine.dialect.loaded_dbapi.Error,
-                hide_parameters=True,
-                connection_invalidated=lost,
-                dialect=engine.dialect,
-            ) from exc
-        finally:
-            if read is not None:
-                reads.give(read)
+                return [] if found is None else [found]
+            return cast(list[Any], read.cursor.fetchall())
+
+        fetched = _on_read_connection(engine, sql, params, fetch)
         return [self._converted(row, engine) for row in fetched]
 
     def _converted(self, found: Any, engine: Engine) -> Any:
@@ -371,3 +352,75 @@ class HotSelect:
         for i, process in self._processors:
             values[i] = process(values[i], engine.dialect)
         return self._row(*values)
+
+
+def read_together(*reads: tuple[HotSelect, Mapping[str, Any]]) -> list[list[Any]]:
+    """Run several hot selects that do not depend on each other; return each one's rows.
+
+    On psycopg outside a transaction they go in one round trip on one read connection (the
+    driver's pipeline mode: every statement sent, then one sync), where one after another
+    each waited for its answer. Elsewhere they run one after another, as ``HotSelect.all``.
+    """
+    engine = db.engine
+    if len(reads) < 2 or _in_transaction() or engine.dialect.driver != "psycopg":
+        return [hot.all(params) for hot, params in reads]
+    batch = [(hot, *hot._compiled(engine), params) for hot, params in reads]
+
+    def fetch(read: _Read) -> list[list[Any]]:
+        cursors = read.cursors(len(batch))
+        with read.driver.pipeline():
+            for cursor, (_hot, sql, fixed, params) in zip(cursors, batch, strict=True):
+                driver_statement.send(statement=sql)
+                cursor.execute(sql, {**fixed, **params} if fixed else params)
+        return [cursor.fetchall() for cursor in cursors]
+
+    statements = ";\n".join(sql for _hot, sql, _fixed, _params in batch)
+    fetched = _on_read_connection(engine, statements, {}, fetch)
+    return [
+        [hot._converted(row, engine) for row in rows]
+        for (hot, _sql, _fixed, _params), rows in zip(batch, fetched, strict=True)
+    ]
+
+
+def _in_transaction() -> bool:
+    # Asked without making the request a Session it would not otherwise have (a new one
+    # is built and torn down again: a twentieth of a session read).
+    return db.session.registry.has() and db.session().in_transaction()
+
+
+R = TypeVar("R")
+
+
+def _on_read_connection(
+    engine: Engine, sql: str, params: Mapping[str, Any], work: Callable[[_Read], R]
+) -> R:
+    """Do ``work`` on a read connection and give it back; a driver error is raised as
+    SQLAlchemy raises it (``sql`` and ``params`` say what failed, parameters hidden)."""
+    reads = _read_connections(engine)
+    read = None
+    try:
+        read = reads.take()
+        return work(read)
+    except engine.dialect.loaded_dbapi.Error as exc:
+        # As SQLAlchemy does: a dropped connection means the server went away, so the
+        # whole pool is replaced (its other connections are as dead; the read connections
+        # go with it), and the error arrives wrapped (OperationalError: the 503 handler).
+        # A connection that failed is not reused.
+        lost = read is not None and engine.dialect.is_disconnect(exc, read.driver, None)
+        if read is not None:
+            read.close()
+            read = None
+        if lost:
+            engine.dispose()
+        raise DBAPIError.instance(
+            sql,
+            params,
+            exc,
+            engine.dialect.loaded_dbapi.Error,
+            hide_parameters=True,
+            connection_invalidated=lost,
+            dialect=engine.dialect,
+        ) from exc
+    finally:
+        if read is not None:
+            reads.give(read)

@@ -24,7 +24,7 @@ from webapp.auth.passkeys import clean_name, unavailable_reason
 from webapp.auth.providers import provider_name, providers
 from webapp.auth.sessions import AuthSession, end_current_session
 from webapp.clock import utcnow
-from webapp.database import HotSelect, execute_counting
+from webapp.database import HotSelect, execute_counting, read_together
 from webapp.extensions import db
 from webapp.i18n import gettext, ngettext
 from webapp.models import (
@@ -234,8 +234,9 @@ def _leaves_a_method(
 
 
 #: What the account page reads, each one statement on the driver outside a transaction
-#: (``HotSelect``): only the columns it shows, as rows, where ORM objects and the
-#: request's BEGIN/COMMIT cost more than the queries.
+#: (``HotSelect``), the four together in one round trip (``read_together``): only the
+#: columns it shows, as rows, where ORM objects and the request's BEGIN/COMMIT cost more
+#: than the queries.
 #: The user with what two-step verification they have (``second_factor.STATUS_COLUMNS``).
 _PAGE_USER = HotSelect(
     select(
@@ -282,13 +283,16 @@ _PAGE_SESSIONS = HotSelect(
 
 def account_overview(*, user_id: int, session: AuthSession) -> Overview:
     """Return everything the account page shows for the signed-in user."""
-    user = _PAGE_USER.first({"user_id": user_id})
-    if user is None:
+    users, accounts, passkeys, rows = read_together(
+        (_PAGE_USER, {"user_id": user_id}),
+        (_PAGE_ACCOUNTS, {"user_id": user_id}),
+        (_PAGE_PASSKEYS, {"user_id": user_id}),
+        (_PAGE_SESSIONS, {"user_id": user_id, "now": utcnow()}),
+    )
+    if not users:
         raise AccountError(NOT_FOUND, gettext("This account no longer exists."))
-    accounts = _PAGE_ACCOUNTS.all({"user_id": user_id})
-    passkeys = _PAGE_PASSKEYS.all({"user_id": user_id})
+    user = users[0]
     linked = {a.provider for a in accounts}
-    rows = _PAGE_SESSIONS.all({"user_id": user_id, "now": utcnow()})
     return Overview(
         user=user,
         accounts=[_method(a, user) for a in accounts],
