@@ -457,11 +457,31 @@ round's code counted again on the fourth round's machine: session 1,054,000, csr
   "Recent activity" builds a passkey's name only for passkey events (-1.8%). Over HTTP,
   alternating with the second round's code (3 runs each, 32 connections): 606-634
   against 547-585 req/s, p99 80-91 against 106-125 ms.
-- **Where /account's time goes now** (py-spy at 1,000 Hz, in process): Jinja's rendering
-  about half (Markup's escaping a fifth of that, the activity entries' macro a tenth),
-  the seven statements about 30% (half of it waiting for PostgreSQL), of which taking
-  and returning pooled connections 7%; nothing left is worth more than a few per cent
-  alone.
+- **The account page, fifth round** (ACCOUNT_ROUND_5 instructions; counted with 20 and 80
+  requests while working, which moves by about 2% with where the collector runs):
+  templates' `_`, `ngettext`, `pgettext` and `npgettext` take Jinja's evaluation context
+  instead of the template's (Jinja made a copy of the whole template context for each
+  call of a callable taking it, in a loop or a block that sets variables), bound to the
+  request's catalogue once per render (a context processor), a message without variables
+  formatted once per catalogue; Python's `gettext` finds the catalogue on `g` once per
+  request instead of through Flask-Babel's dozen lookups per call (17.31M to 16.0M,
+  -7.6%). "Recent activity" shows the latest 5 events, an overview, and "Show more" the
+  next 20 at a time (16.0M to 12.2M). The user and their second factors are one
+  statement (seven to six). The user, sign-in methods, passkeys and sessions go in one
+  round trip (`database.read_together`, psycopg's pipeline mode): callgrind counts
+  slightly more instructions (the pipeline's own), but it counts no kernel time, and
+  each statement on its own waited and woke for its answer: five such reads cost 0.68 to
+  0.96 ms of client CPU in a loop against 1.16 to 1.26 ms one after another, and
+  PostgreSQL's CPU per page fell from about 0.9 to 0.75 ms. The footer's language links
+  are built once per script root. Over HTTP on the fifth round's machine, alternating
+  with the fourth round's code (3 runs of 10 s each, 32 connections): 393, 302 and 264
+  against 234, 251 and 249 req/s, 4.3 to 6.4 against 6.9 to 7.2 ms of worker CPU per
+  page.
+- **Where /account's time goes now** (py-spy, in process, fifth round): Jinja's rendering
+  about 45% (the sessions table a third of that: two `<time>` elements, a `url_for` and a
+  form per row), the statements about 30% (psycopg's own Python, per statement, more
+  than PostgreSQL's answer), the session read and Flask the rest; nothing left is worth
+  more than a few per cent alone.
 - **Memory, third round: the workers share the libraries.** `deploy/serve.py` imports
   the app's libraries (`PRELOADED`) before forking the workers, then `gc.freeze()`s
   them, so the workers share those pages instead of each importing a copy; each worker

@@ -6,7 +6,7 @@ import time
 import weakref
 from collections import namedtuple
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 from blinker import Namespace
 from flask import Flask
@@ -22,7 +22,7 @@ from sqlalchemy import (
     event,
     select,
 )
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, StatementError
 from sqlalchemy.orm import InstrumentedAttribute
 from werkzeug.routing import IntegerConverter, Map
 
@@ -333,16 +333,23 @@ class HotSelect:
                 result = conn.execute(self.statement, params)
                 return [result.first()] if one else list(result.all())
         sql, fixed = self._compiled(engine)
-
-        def fetch(read: _Read) -> list[Any]:
+        reads = _read_connections(engine)
+        read = None
+        try:
+            read = reads.take()
             driver_statement.send(statement=sql)
             read.cursor.execute(sql, {**fixed, **params} if fixed else params)
             if one:
                 found = read.cursor.fetchone()
-                return [] if found is None else [found]
-            return cast(list[Any], read.cursor.fetchall())
-
-        fetched = _on_read_connection(engine, sql, params, fetch)
+                fetched = [] if found is None else [found]
+            else:
+                fetched = read.cursor.fetchall()
+        except engine.dialect.loaded_dbapi.Error as exc:
+            failed, read = read, None
+            raise _driver_error(engine, failed, exc, sql, params) from exc
+        finally:
+            if read is not None:
+                reads.give(read)
         return [self._converted(row, engine) for row in fetched]
 
     def _converted(self, found: Any, engine: Engine) -> Any:
@@ -365,17 +372,23 @@ def read_together(*reads: tuple[HotSelect, Mapping[str, Any]]) -> list[list[Any]
     if len(reads) < 2 or _in_transaction() or engine.dialect.driver != "psycopg":
         return [hot.all(params) for hot, params in reads]
     batch = [(hot, *hot._compiled(engine), params) for hot, params in reads]
-
-    def fetch(read: _Read) -> list[list[Any]]:
+    connections = _read_connections(engine)
+    read = None
+    try:
+        read = connections.take()
         cursors = read.cursors(len(batch))
         with read.driver.pipeline():
             for cursor, (_hot, sql, fixed, params) in zip(cursors, batch, strict=True):
                 driver_statement.send(statement=sql)
                 cursor.execute(sql, {**fixed, **params} if fixed else params)
-        return [cursor.fetchall() for cursor in cursors]
-
-    statements = ";\n".join(sql for _hot, sql, _fixed, _params in batch)
-    fetched = _on_read_connection(engine, statements, {}, fetch)
+        fetched = [cursor.fetchall() for cursor in cursors]
+    except engine.dialect.loaded_dbapi.Error as exc:
+        failed, read = read, None
+        statements = ";\n".join(sql for _hot, sql, _fixed, _params in batch)
+        raise _driver_error(engine, failed, exc, statements, {}) from exc
+    finally:
+        if read is not None:
+            connections.give(read)
     return [
         [hot._converted(row, engine) for row in rows]
         for (hot, _sql, _fixed, _params), rows in zip(batch, fetched, strict=True)
@@ -388,39 +401,28 @@ def _in_transaction() -> bool:
     return db.session.registry.has() and db.session().in_transaction()
 
 
-R = TypeVar("R")
+def _driver_error(
+    engine: Engine, read: _Read | None, exc: Any, sql: str, params: Mapping[str, Any]
+) -> StatementError:
+    """A driver's error on a read connection, as SQLAlchemy raises it.
 
-
-def _on_read_connection(
-    engine: Engine, sql: str, params: Mapping[str, Any], work: Callable[[_Read], R]
-) -> R:
-    """Do ``work`` on a read connection and give it back; a driver error is raised as
-    SQLAlchemy raises it (``sql`` and ``params`` say what failed, parameters hidden)."""
-    reads = _read_connections(engine)
-    read = None
-    try:
-        read = reads.take()
-        return work(read)
-    except engine.dialect.loaded_dbapi.Error as exc:
-        # As SQLAlchemy does: a dropped connection means the server went away, so the
-        # whole pool is replaced (its other connections are as dead; the read connections
-        # go with it), and the error arrives wrapped (OperationalError: the 503 handler).
-        # A connection that failed is not reused.
-        lost = read is not None and engine.dialect.is_disconnect(exc, read.driver, None)
-        if read is not None:
-            read.close()
-            read = None
-        if lost:
-            engine.dispose()
-        raise DBAPIError.instance(
-            sql,
-            params,
-            exc,
-            engine.dialect.loaded_dbapi.Error,
-            hide_parameters=True,
-            connection_invalidated=lost,
-            dialect=engine.dialect,
-        ) from exc
-    finally:
-        if read is not None:
-            reads.give(read)
+    As SQLAlchemy does: a dropped connection means the server went away, so the whole pool
+    is replaced (its other connections are as dead; the read connections go with it), and
+    the error arrives wrapped (OperationalError: the 503 handler), parameters hidden. The
+    connection that failed is closed, never reused.
+    """
+    lost = read is not None and engine.dialect.is_disconnect(exc, read.driver, None)
+    if read is not None:
+        read.close()
+    if lost:
+        engine.dispose()
+    wrapped: StatementError = DBAPIError.instance(
+        sql,
+        params,
+        exc,
+        engine.dialect.loaded_dbapi.Error,
+        hide_parameters=True,
+        connection_invalidated=lost,
+        dialect=engine.dialect,
+    )
+    return wrapped
