@@ -140,3 +140,27 @@ def test_recent_activity_pages_through_every_event_once(app, auth):
             seen += [row.id for row in page]
             before = page[-1].id
     assert len(expected) > 45 and seen == expected
+
+
+def test_the_overview_reads_the_same_activity_as_its_own_page(app, auth):
+    """``account_overview(activity=n)`` sends the activity read with the page's others (one
+    round trip on PostgreSQL): the same entries, and the same start of the next page, as
+    ``recent_activity`` reading it alone; without ``activity`` it reads none."""
+    auth.signin()
+    user_id = _user_id(app)
+    with app.app_context():
+        db.session.add_all(
+            AuthEvent(
+                occurred_at=datetime.now(UTC), type="signout", outcome="success", user_id=user_id
+            )
+            for _ in range(4)
+        )
+        db.session.commit()
+    with app.test_request_context():
+        [session] = db.session.scalars(db.select(Session).where(Session.user_id == user_id))
+        for limit in (1, 5, 50):
+            overview = flows.account_overview(user_id=user_id, session=session, activity=limit)
+            alone = flows.recent_activity(user_id=user_id, limit=limit)
+            assert overview.activity == alone and alone.entries
+            assert (alone.more is None) == (limit == 50)
+        assert flows.account_overview(user_id=user_id, session=session).activity is None

@@ -145,10 +145,10 @@ def test_disposing_the_engine_closes_the_read_connections(signed_in, postgres_ur
     assert len(backends(postgres_url)) == 1
 
 
-def test_the_account_page_sends_its_four_reads_in_one_round_trip(signed_in, tmp_path):
-    """``database.read_together``: the user, sign-in methods, passkeys and sessions go in
-    one pipeline, ended by one Sync, on the read connection the session read used (libpq's
-    own trace of what the client sent)."""
+def test_the_account_page_sends_its_five_reads_in_one_round_trip(signed_in, tmp_path):
+    """``database.read_together``: the user, sign-in methods, passkeys, sessions and recent
+    activity go in one pipeline, ended by one Sync, on the read connection the session read
+    used (libpq's own trace of what the client sent)."""
     app, client = signed_in()
     read(client)
     with app.app_context():
@@ -166,9 +166,9 @@ def test_the_account_page_sends_its_four_reads_in_one_round_trip(signed_in, tmp_
         if len(f) > 3 and f[1] == "F"
     ]
     syncs, statements = sent.count("Sync"), sent.count("Bind")
-    # The session read, the page's four reads, recent activity: six statements, three
-    # round trips (one after another, each would be its own).
-    assert (statements, syncs) == (6, 3), sent
+    # The session read, then the page's five reads: six statements, two round trips (one
+    # after another, each would be its own).
+    assert (statements, syncs) == (6, 2), sent
 
 
 def test_a_failed_statement_fails_the_batch_and_its_connection_goes(signed_in, postgres_url):

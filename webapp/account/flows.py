@@ -8,7 +8,7 @@ committed when it ends (webapp/transactions.py).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -159,6 +159,8 @@ class Overview:
     #: Why passkeys cannot be added at this address (None: they can).
     passkey_problem: str | None
     two_factor: second_factor.Status
+    #: The latest events ("Recent activity"), when ``account_overview`` was asked for them.
+    activity: Activity | None = None
 
 
 def _method(account: ShownAccount, user: ShownUser) -> SignInMethod:
@@ -234,9 +236,9 @@ def _leaves_a_method(
 
 
 #: What the account page reads, each one statement on the driver outside a transaction
-#: (``HotSelect``), the four together in one round trip (``read_together``): only the
-#: columns it shows, as rows, where ORM objects and the request's BEGIN/COMMIT cost more
-#: than the queries.
+#: (``HotSelect``), all in one round trip with recent activity's (``read_together``):
+#: only the columns it shows, as rows, where ORM objects and the request's BEGIN/COMMIT
+#: cost more than the queries.
 #: The user with what two-step verification they have (``second_factor.STATUS_COLUMNS``).
 _PAGE_USER = HotSelect(
     select(
@@ -281,14 +283,19 @@ _PAGE_SESSIONS = HotSelect(
 )
 
 
-def account_overview(*, user_id: int, session: AuthSession) -> Overview:
-    """Return everything the account page shows for the signed-in user."""
-    users, accounts, passkeys, rows = read_together(
+def account_overview(*, user_id: int, session: AuthSession, activity: int = 0) -> Overview:
+    """Return everything the account page shows for the signed-in user; with ``activity``,
+    also their latest that many events, read in the same round trip."""
+    reads: list[tuple[HotSelect, Mapping[str, Any]]] = [
         (_PAGE_USER, {"user_id": user_id}),
         (_PAGE_ACCOUNTS, {"user_id": user_id}),
         (_PAGE_PASSKEYS, {"user_id": user_id}),
         (_PAGE_SESSIONS, {"user_id": user_id, "now": utcnow()}),
-    )
+    ]
+    if activity:
+        # One more than shown: whether there is a next page.
+        reads.append(audit.latest_for_user(user_id, activity + 1))
+    users, accounts, passkeys, rows, *events = read_together(*reads)
     if not users:
         raise AccountError(NOT_FOUND, gettext("This account no longer exists."))
     user = users[0]
@@ -323,6 +330,7 @@ def account_overview(*, user_id: int, session: AuthSession) -> Overview:
         passkeys_offered=_passkeys_offered(),
         passkey_problem=unavailable_reason(),
         two_factor=second_factor.Status.of(user),
+        activity=_activity(events[0], activity) if events else None,
     )
 
 
@@ -364,7 +372,12 @@ def recent_activity(
 ) -> Activity:
     """Return the user's latest ``limit`` events (those before event ``before``, for the
     next page)."""
-    rows = audit.for_user(user_id, before=before, limit=limit + 1)
+    return _activity(audit.for_user(user_id, before=before, limit=limit + 1), limit)
+
+
+def _activity(rows: Sequence[Any], limit: int) -> Activity:
+    """The first ``limit`` of ``rows`` (events as ``audit.for_user`` reads them, one more
+    than asked for) as entries, and where the next page starts if there was one more."""
     entries = [
         ActivityEntry(
             id=row.id,

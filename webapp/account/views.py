@@ -90,7 +90,9 @@ def _is_htmx() -> bool:
 @bp.get("/account")
 @browser_session_required
 def overview() -> str:
-    view = flows.account_overview(user_id=current_user.id, session=_session())
+    view = flows.account_overview(
+        user_id=current_user.id, session=_session(), activity=flows.ACTIVITY_FIRST
+    )
     # After a plain-form action, its message was flashed with the section it belongs to.
     notices = {}
     for kind, text in cast(list[tuple[str, str]], get_flashed_messages(with_categories=True)):
@@ -102,7 +104,7 @@ def overview() -> str:
         view=view,
         notices=notices,
         two_factor=view.two_factor,
-        activity=flows.recent_activity(user_id=current_user.id, limit=flows.ACTIVITY_FIRST),
+        activity=view.activity,
     )
 
 

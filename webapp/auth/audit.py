@@ -281,11 +281,18 @@ _POSITION = HotSelect(
 )
 
 
+def latest_for_user(user_id: int, limit: int) -> tuple[HotSelect, dict[str, Any]]:
+    """The read of the user's latest ``limit`` events (``for_user``'s first page), as
+    ``database.read_together`` takes it: the account page sends it with its other reads."""
+    return _FIRST_PAGE, {"user_id": user_id, "limit": limit}
+
+
 def for_user(user_id: int, *, before: int | None, limit: int) -> Sequence[Any]:
     """The user's events a person is shown (``SHOWN_COLUMNS``, as rows), newest first, at
     most ``limit``; ``before``: only those older than that event of theirs (the next page)."""
     if before is None:
-        return _FIRST_PAGE.all({"user_id": user_id, "limit": limit})
+        latest, params = latest_for_user(user_id, limit)
+        return latest.all(params)
     after = _POSITION.first({"id": before, "user_id": user_id})
     if after is None:
         return []
