@@ -11,6 +11,7 @@ from flask.json.tag import TaggedJSONSerializer
 from flask.sessions import SecureCookieSessionInterface
 from flask_wtf.csrf import validate_csrf
 from itsdangerous import TimestampSigner, URLSafeTimedSerializer
+from itsdangerous.signer import HMACAlgorithm
 from wtforms import ValidationError
 
 from webapp.caching import add_vary
@@ -57,7 +58,8 @@ def test_the_csrf_token_is_one_flask_wtf_accepts(app: Flask, client):
 
 def test_signatures_derive_their_key_once_with_openssl_s_sha1(monkeypatch):
     """The serializers made once per app keep their signer and its derived key, and sign
-    with hashlib's SHA-1 (OpenSSL's HMAC); what they sign is itsdangerous's timed format."""
+    with hashlib's SHA-1 (OpenSSL's HMAC, in one call); what they sign is itsdangerous's
+    timed format."""
     derived: list[bytes | str | None] = []
     real = TimestampSigner.derive_key
 
@@ -71,6 +73,12 @@ def test_signatures_derive_their_key_once_with_openssl_s_sha1(monkeypatch):
     assert len(derived) == 1
     signer = serializer.make_signer("wtf-csrf-token")
     assert signer.digest_method is hashlib.sha1
+    # In one call into OpenSSL, the bytes itsdangerous's own HMAC signs.
+    assert type(signer.algorithm).get_signature is not HMACAlgorithm.get_signature
+    key = signer.derive_key()
+    for value in (b"", b"value", bytes(range(256))):
+        expected = HMACAlgorithm(hashlib.sha1).get_signature(key, value)
+        assert signer.algorithm.get_signature(key, value) == expected
     plain = URLSafeTimedSerializer("secret", salt="wtf-csrf-token")
     assert [plain.loads(t, max_age=60) for t in tokens] == ["value 0", "value 1", "value 2"]
     assert serializer.loads(plain.dumps("theirs"), max_age=60) == "theirs"

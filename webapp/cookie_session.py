@@ -13,7 +13,8 @@ tenth of the request, for a session nobody read. Here:
   more than the signature. Cookies written compressed before still load;
 - signatures are HMAC-SHA1 as before, with hashlib's own SHA-1: Flask and itsdangerous
   name it through a Python function (imported lazily), which keeps the standard library
-  from OpenSSL's HMAC and makes it build one in Python, at twice the cost;
+  from OpenSSL's HMAC and makes it build one in Python, at twice the cost; and each one
+  is a single call into OpenSSL (``hmac.digest``), not an HMAC object made and read;
 - a session of strings (the CSRF secret) is written as plain JSON, which is what Flask's
   tagged JSON makes of it after trying each of its tags on each value; ``Vary: Cookie`` is
   added once, as text (``caching.add_vary``).
@@ -24,6 +25,7 @@ The cookie's format is itsdangerous's, unchanged: cookies signed before an upgra
 from __future__ import annotations
 
 import hashlib
+import hmac
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -32,6 +34,7 @@ from flask.json.tag import TaggedJSONSerializer
 from flask.sessions import SecureCookieSessionInterface, SessionMixin
 from itsdangerous import BadSignature, Signer, TimestampSigner, URLSafeTimedSerializer
 from itsdangerous.encoding import base64_encode
+from itsdangerous.signer import HMACAlgorithm
 
 from webapp.caching import add_vary
 
@@ -82,11 +85,23 @@ class LazySession(SessionMixin):
         self._write().clear()
 
 
+class _OneCallHMAC(HMACAlgorithm):
+    """itsdangerous's HMAC, computed in one call (the same signature)."""
+
+    def get_signature(self, key: bytes, value: bytes) -> bytes:
+        return hmac.digest(key, value, self.digest_method)
+
+
 class _OnceDerivedSigner(TimestampSigner):
     """The timed serializer's signer, deriving its key from the secret once, not for every
     signature."""
 
     default_digest_method = staticmethod(hashlib.sha1)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if type(self.algorithm) is HMACAlgorithm:
+            self.algorithm = _OneCallHMAC(self.digest_method)
 
     def derive_key(self, secret_key: str | bytes | None = None) -> bytes:
         derived: dict[str | bytes | None, bytes] = self.__dict__.setdefault("_derived", {})
