@@ -15,7 +15,8 @@ the hot reads (``webapp.database.ReadConnections``): workers x (DB_POOL_SIZE +
 DB_MAX_OVERFLOW + WEB_THREADS) must stay below PostgreSQL's ``max_connections`` (or the
 pooler's client connections).
 
-Environment: ``HOST`` (127.0.0.1) and ``PORT`` (8000) to listen on; ``WEB_CONCURRENCY``
+Environment: ``HOST`` (127.0.0.1) and ``PORT`` (8000) to listen on (a port another server
+listens on already is refused at start-up); ``WEB_CONCURRENCY``
 (workers, default the number of cores); ``WEB_THREADS`` (threads per worker, 4);
 ``PID_FILE`` (write the server's pid there); ``WSGI_APP`` (``webapp.wsgi:app``; an
 embedding application's own ``module:app``, which calls ``create_app(hooks=…)``);
@@ -40,6 +41,7 @@ import gc
 import importlib
 import multiprocessing
 import os
+import socket
 from pathlib import Path
 
 from granian.constants import HTTPModes, Interfaces
@@ -143,10 +145,12 @@ def logging_config() -> dict[str, object]:
 def server() -> Server:  # type: ignore[type-arg]
     env = os.environ
     pid_file = env.get("PID_FILE")
+    host, port = env.get("HOST", "127.0.0.1"), int(env.get("PORT", "8000"))
+    refuse_a_taken_port(host, port)
     return Server(
         env.get("WSGI_APP", "webapp.wsgi:app"),
-        address=env.get("HOST", "127.0.0.1"),
-        port=int(env.get("PORT", "8000")),
+        address=host,
+        port=port,
         interface=Interfaces.WSGI,
         workers=int(env.get("WEB_CONCURRENCY") or os.cpu_count() or 1),
         blocking_threads=int(env.get("WEB_THREADS", "4")),
@@ -166,7 +170,26 @@ def server() -> Server:  # type: ignore[type-arg]
     )
 
 
+def refuse_a_taken_port(host: str, port: int) -> None:
+    """Stop with a clear error if another server listens on ``host:port`` already.
+
+    granian binds with SO_REUSEPORT, so a second server on the same port starts without
+    an error and the kernel splits the connections between the two: after a restart that
+    left the old server running, both versions of the app would answer. A bind without
+    SO_REUSEPORT fails while any listener holds the port.
+    """
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            # Connections of an earlier server that are closing (TIME_WAIT) do not count.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as exc:
+        raise SystemExit(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
+
+
 if __name__ == "__main__":
+    configured = server()
     limit_malloc_arenas()
     preload_libraries()
-    server().serve()
+    configured.serve()

@@ -224,3 +224,24 @@ def test_a_body_held_in_memory_is_handed_over_whole_and_a_stream_as_it_is(app):
         assert b"".join(body) == (STATIC / "favicon.svg").read_bytes()  # type: ignore[arg-type]
     finally:
         body.close()  # type: ignore[attr-defined]
+
+
+def test_a_second_server_on_a_port_in_use_stops_with_a_clear_error(tmp_path):
+    """granian binds with SO_REUSEPORT, which would let a second server share the port
+    (the kernel splitting connections between two versions of the app): the server refuses
+    to start instead, whoever holds the port."""
+    with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        started = subprocess.run(
+            [sys.executable, "deploy/serve.py"],
+            cwd=ROOT,
+            env={**os.environ, "APP_ENV": "development", "PORT": str(port)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert started.returncode != 0
+    assert f"cannot serve on 127.0.0.1:{port}: Address already in use" in started.stderr
