@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import ssl
 
 import pytest
 
@@ -122,6 +123,16 @@ def test_delivery_over_tls(make_app, tls_mailboxes, kind):
     assert box.logins == [SMTP_USER]
     assert actions.confirm(link_of(box.last())).status_code == 302
     assert actions.session_email() == "ann@example.com"
+
+
+def test_a_server_offering_no_tls_costs_no_tls_context(email_app, mailbox, monkeypatch):
+    # Loading the CA bundle costs a worker about 2.5 MB: only for messages sent over TLS.
+    app = email_app()
+    built: list[object] = []
+    monkeypatch.setattr(ssl, "create_default_context", lambda *a, **kw: built.append(kw))
+    EmailActions(app.test_client()).request_link("ann@example.com")
+    assert len(mailbox.messages) == 1
+    assert built == []
 
 
 def test_an_untrusted_certificate_is_email_signin(make_app, tls_mailboxes):
