@@ -99,7 +99,6 @@ PRELOADED = (
     "joserfc.jwk",
     "psycopg",
     "pyotp",
-    "segno",
     "sqlalchemy.dialects.postgresql",
     "sqlalchemy.dialects.sqlite",
     "sqlalchemy.orm",

@@ -152,13 +152,14 @@ def _run_in_production(database: str, script: str) -> str:
     return done.stdout.strip()
 
 
-def test_a_worker_loads_neither_alembic_nor_py_webauthn(tmp_path):
-    # The served app (webapp.wsgi) leaves out what only commands or passkey ceremonies
-    # need: Alembic (flask auth migrate) about 10 MB and py_webauthn about 5 MB a worker.
+def test_a_worker_loads_neither_alembic_nor_py_webauthn_nor_segno(tmp_path):
+    # The served app (webapp.wsgi) leaves out what only commands, passkey ceremonies or QR
+    # codes need: Alembic (flask auth migrate) about 10 MB, py_webauthn about 5 MB and
+    # segno about 1 MB a worker.
     script = (
         "import sys, webapp.wsgi\n"
         "print(sorted({m.split('.')[0] for m in sys.modules} & "
-        "{'alembic', 'flask_migrate', 'webauthn', 'mako'}))"
+        "{'alembic', 'flask_migrate', 'webauthn', 'mako', 'segno'}))"
     )
     assert _run_in_production(f"sqlite:///{tmp_path / 'db.sqlite3'}", script) == "[]"
 

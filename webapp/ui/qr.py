@@ -1,15 +1,24 @@
 """QR codes drawn here (segno), never fetched: inline SVG for pages, so they work under the
-strict CSP and with JavaScript off, and text for a terminal (``flask auth device-login``)."""
+strict CSP and with JavaScript off, and text for a terminal (``flask auth device-login``).
+
+segno is imported at the first QR code drawn, not with the app: about 1 MB of each server
+worker's memory, and most never draw one.
+"""
 
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
-import segno
 from markupsafe import Markup
+
+if TYPE_CHECKING:
+    import segno
 
 
 def _qr(data: str) -> segno.QRCode:
+    import segno  # at the first QR code
+
     # Level M: still scans with some of it smudged or glared, at a modest size.
     return segno.make(data, error="m")
 
