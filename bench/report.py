@@ -373,13 +373,13 @@ Instructions per in-process request (signed in where it applies, PostgreSQL; `py
 bench.instructions`, callgrind, which unlike timings does not move with the machine's
 load), app only, access log on:
 
-| request | before issue 13 | round 1 | round 2 | round 3 | round 4 | now (round 5) |
-|---|---:|---:|---:|---:|---:|---:|
-| GET /auth/session, session cookie | 1,282k | 1,070k | 1,027k | 1,030k | 928k | 923k |
-| GET /auth/session, session and CSRF cookies | 1,440k | 1,070k | – | – | – | – |
-| GET /auth/csrf | 1,550k | 1,130k | 1,009k | 1,090k | 985k | 1,000k |
-| GET /auth/providers | 1,060k | 733k | 700k | 652k | 626k | 662k |
-| GET /account (10 sessions) | 33,592k | 21,931k | 21,512k | 18,129k | 17,470k | 11,683k |
+| request | before issue 13 | round 1 | round 2 | round 3 | round 4 | round 5 | now (round 6) |
+|---|---:|---:|---:|---:|---:|---:|---:|
+| GET /auth/session, session cookie | 1,282k | 1,070k | 1,027k | 1,030k | 928k | 923k | 939k |
+| GET /auth/session, session and CSRF cookies | 1,440k | 1,070k | – | – | – | – | – |
+| GET /auth/csrf | 1,550k | 1,130k | 1,009k | 1,090k | 985k | 1,000k | 1,001k |
+| GET /auth/providers | 1,060k | 733k | 700k | 652k | 626k | 662k | – |
+| GET /account (10 sessions) | 33,592k | 21,931k | 21,512k | 18,129k | 17,470k | 11,683k | 11,665k |
 
 With a CSRF cookie beside the session cookie the read takes the same path (that cookie is
 never decoded); it was not counted apart after the first round. The in-process count
@@ -390,6 +390,9 @@ csrf 1,077,000 and 1,058,000; the third round's: 1,090,000 and 1,097,000). The t
 round's code counted again on the fourth round's machine: session 1,054,000, csrf
 1,064,000. The fifth round changed only the account page's path and the shared code of
 its reads; csrf and providers, which run none of that code, moved by the count's spread.
+The sixth round's counts were made on another machine, beside the fifth round's code
+counted there too (200 and 1,000 requests): session 955,000 to 939,000, csrf 1,031,000 to
+1,001,000, the account page 11,624,000 and 11,665,000 (the same within the count's spread).
 The account page is counted on a freshly seeded database: after `bench/run`'s
 1,000,000-row runs each user holds about a hundred live sessions, and the page lists them
 all (43,095,000 instructions).
@@ -482,6 +485,19 @@ all (43,095,000 instructions).
   with the fourth round's code (3 runs of 10 s each, 32 connections): 393, 302 and 264
   against 234, 251 and 249 req/s, 4.3 to 6.4 against 6.9 to 7.2 ms of worker CPU per
   page.
+- **Sixth round** (every answer, and the account page's round trips):
+  the security headers look up the answer's header names in one pass (werkzeug's `in`
+  builds and catches a `BadRequestKeyError` for each name it misses: two per personal
+  answer, every auth answer among them; csrf -2.3%); cookie and CSRF signatures are one
+  call into OpenSSL's HMAC (`hmac.digest`) instead of an HMAC object made and read (the
+  same bytes; csrf -0.7%). The account page sends recent activity's read in the same
+  pipeline as its other four: 2 round trips instead of 3. On loopback that changed
+  neither its instructions nor, alternating with the fifth round's code over HTTP (3 runs
+  of 8 s each, 32 connections), its throughput: 420, 447 and 438 against 422, 449 and 450
+  req/s, worker CPU 3.8 to 4.0 against 3.7 to 3.9 ms per page, PostgreSQL's 0.54 to 0.60
+  against 0.55 to 0.64 ms. It is kept for a database on another host, where each round
+  trip is a network latency added to every page. Tried and not kept: a GIL switch
+  interval of 50 ms instead of 5 (`sys.setswitchinterval`; within 2%, the noise).
 - **Where /account's time goes now** (py-spy, in process, fifth round): Jinja's rendering
   about 45% (the sessions table a third of that: two `<time>` elements, a `url_for` and a
   form per row), the statements about 30% (psycopg's own Python, per statement, more
@@ -500,6 +516,21 @@ all (43,095,000 instructions).
   blocks from the page cache, so that one OpenID Connect sign-in adds 7 MB of RSS that is
   shared, clean and reclaimable (the same flows added 1-3 MB on the second round's
   machine). Private pages stay at 54 MB at most, PSS at 70 MB.
+- **Memory, sixth round: what the sign-in flows added.** A worker's largest RSS is after
+  the sign-in flows (`/proc/<worker>/smaps` before and after each step, one worker):
+  `POST /auth/signin/email` added 10.3 MB (Babel's date data for the e-mail's expiry
+  time, about 4.6 MB; the SMTP transport's TLS context, whose CA bundle is about 1 MB of
+  certificates and 2 MB of OpenSSL's code mapped to read them), the OpenID Connect flow
+  5.3 MB (4.8 of it cryptography's library code, mapped by the worker itself, as a forked
+  process does not inherit its parent's mappings of library code). The TLS context is now
+  built for the first message that goes over TLS, which a mail relay on loopback offering
+  none (as `bench/run`'s sink) never sends: about 2.5 MB less; with a mail server that
+  offers STARTTLS or with `smtps://` the workers hold it as before. segno (QR codes) is
+  imported at the first code drawn: about 1 MB less in the many workers that draw none.
+  Measured after a short run of the flows stretch: 98.6 to 99.0 MB against 101.4 to 102.8
+  MB (3 and 2 runs). Tried and not kept: Babel's data loaded before the fork (PSS -2 MB,
+  RSS unchanged, and 4.2 MB more in workers that never format a date), `malloc_trim`
+  (0.4 to 0.6 MB: malloc holds little free memory), one malloc arena (within noise).
 - **Memory, what it is made of**: almost all of a worker's resident memory is there once the app is
   imported: Python and Flask about 30 MB, SQLAlchemy and psycopg about 30 MB, the OAuth
   client (Authlib, requests, joserfc) and cryptography about 18 MB, granian about 6 MB;
