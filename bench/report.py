@@ -378,8 +378,8 @@ load), app only, access log on:
 | GET /auth/session, session cookie | 1,282k | 1,070k | 1,027k | 1,030k | 928k | 923k | 939k |
 | GET /auth/session, session and CSRF cookies | 1,440k | 1,070k | – | – | – | – | – |
 | GET /auth/csrf | 1,550k | 1,130k | 1,009k | 1,090k | 985k | 1,000k | 1,001k |
-| GET /auth/providers | 1,060k | 733k | 700k | 652k | 626k | 662k | – |
-| GET /account (10 sessions) | 33,592k | 21,931k | 21,512k | 18,129k | 17,470k | 11,683k | 11,665k |
+| GET /auth/providers | 1,060k | 733k | 700k | 652k | 626k | 662k | 685k |
+| GET /account (10 sessions) | 33,592k | 21,931k | 21,512k | 18,129k | 17,470k | 11,683k | 11,604k |
 
 With a CSRF cookie beside the session cookie the read takes the same path (that cookie is
 never decoded); it was not counted apart after the first round. The in-process count
@@ -391,8 +391,9 @@ round's code counted again on the fourth round's machine: session 1,054,000, csr
 1,064,000. The fifth round changed only the account page's path and the shared code of
 its reads; csrf and providers, which run none of that code, moved by the count's spread.
 The sixth round's counts were made on another machine, beside the fifth round's code
-counted there too (200 and 1,000 requests): session 955,000 to 939,000, csrf 1,031,000 to
-1,001,000, the account page 11,624,000 and 11,665,000 (the same within the count's spread).
+counted there too (session and csrf with 200 and 1,000 requests): session 955,000 to
+939,000, csrf 1,031,000 to 1,001,000, the account page 11,681,000 to 11,604,000, providers
+677,000 and 685,000 (the last two within the count's spread).
 The account page is counted on a freshly seeded database: after `bench/run`'s
 1,000,000-row runs each user holds about a hundred live sessions, and the page lists them
 all (43,095,000 instructions).
