@@ -298,7 +298,7 @@ def test_the_session_read_through_pgbouncer_is_one_statement_never_prepared(
 def test_the_account_page_s_reads_together_go_through_pgbouncer(
     cluster: Cluster, person: tuple[Browser, str, str]
 ) -> None:
-    """The account page sends four reads in one pipeline (``database.read_together``): in
+    """The account page sends five reads in one pipeline (``database.read_together``): in
     transaction mode PgBouncer holds a server connection from the first to the Sync, and
     many threads at once, over its 10 server connections, each get their own answers."""
     _, address, cookie = person
