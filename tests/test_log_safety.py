@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import logging
+import re
 import sys
 import threading
 import unicodedata
@@ -300,6 +302,54 @@ def test_the_access_log_escapes_a_forged_path_and_redacts_any_secret_parameter(
     assert "SECRETCODE" not in line and "SECRETTOKEN1" not in line
     assert "/auth/callback/email\\u2028FORGED?" in line
     assert len(line.splitlines()) == 1
+
+
+@pytest.fixture
+def access_stream():
+    """The access log set up as the production server's logging config does (granian's
+    ``access`` handler: a stream, the message alone, not propagated), on a StringIO; the
+    logger's settings are put back afterwards."""
+    logger = logging.getLogger("webapp.access")
+    saved = logger.handlers[:], logger.level, logger.propagate
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.handlers[:] = [handler]
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        yield stream, handler
+    finally:
+        logger.handlers[:], logger.level, logger.propagate = saved
+
+
+def test_the_access_log_writes_the_same_line_with_or_without_a_record(client, access_stream):
+    """With the production config the line goes to the stream without a log record; with a
+    formatter that adds to the message, through logging, formatted."""
+    stream, handler = access_stream
+    records: list[logging.LogRecord] = []
+    # A filter that keeps every record: logging writes the line.
+    logging.getLogger("webapp.access").addFilter(lambda r: records.append(r) or True)
+    r = client.get(LINK, headers={"User-Agent": "probe"})
+    r.close()
+    assert len(records) == 1
+    through_logging = stream.getvalue()
+    logging.getLogger("webapp.access").filters.clear()
+    stream.seek(0), stream.truncate()
+    r2 = client.get(LINK, headers={"User-Agent": "probe"})
+    r2.close()
+    plain = stream.getvalue()
+    assert len(records) == 1, "the production config made a record"
+    rid, rid2 = r.headers["X-Request-ID"], r2.headers["X-Request-ID"]
+    assert plain.endswith(f'ms rid={rid2} "probe"\n') and "token=[redacted]" in plain
+    took = re.compile(r" \d+ms ")
+    assert took.sub(" Nms ", plain.replace(rid2, rid)) == took.sub(" Nms ", through_logging)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(request_id)s %(message)s"))
+    stream.seek(0), stream.truncate()
+    r3 = client.get("/auth/session")
+    r3.close()
+    rid3 = r3.headers["X-Request-ID"]
+    assert stream.getvalue().startswith(f'INFO {rid3} 127.0.0.1 "GET /auth/session HTTP/1.1"')
 
 
 def test_the_access_log_is_off_unless_the_server_turns_it_on(client, caplog):
