@@ -648,7 +648,7 @@ def build(folder: Path) -> tuple[str, str]:
         "The machine has 2 cores shared with other engineers' test runs, wrk, PostgreSQL and "
         "the peer: absolute figures are noisy (see the load averages above and per run in the "
         "raw files). Compare the ratios, taken from runs made back to back on the same machine, "
-        "alternating ours and the peer's per level and round.",
+        "alternating ours and the peer's per level and round (the peer first in even rounds).",
         "",
         "## Ours against the Auth.js peer (its 2-worker node:cluster)",
         "",
