@@ -1,14 +1,15 @@
-"""The front end's server side: built assets and the security headers."""
+"""The front end's server side: built assets, the security headers and row URLs."""
 
 from __future__ import annotations
 
 from flask import Flask
 
 from webapp.settings import Settings
-from webapp.ui import assets, csp
+from webapp.ui import assets, csp, row_urls
 
 
 def init_app(app: Flask, conf: Settings) -> None:
-    """Load the asset manifest, add the asset helpers and the security headers."""
+    """Load the asset manifest, add the asset and row URL helpers and the security headers."""
     assets.init_app(app)
+    row_urls.init_app(app)
     csp.init_app(app, conf)
