@@ -371,15 +371,17 @@ ANALYSIS = """## What was optimised, and where the time goes
 
 Instructions per in-process request (signed in where it applies, PostgreSQL; `python -m
 bench.instructions`, callgrind, which unlike timings does not move with the machine's
-load), app only, access log on:
+load), app only, without the access line (its own count is in the seventh round's bullet;
+`--access-log` counts it too); r1 to r7 are issue 13's rounds (the account page lists 10 sessions):
 
-| request | before issue 13 | round 1 | round 2 | round 3 | round 4 | round 5 | now (round 6) |
-|---|---:|---:|---:|---:|---:|---:|---:|
-| GET /auth/session, session cookie | 1,282k | 1,070k | 1,027k | 1,030k | 928k | 923k | 939k |
-| GET /auth/session, session and CSRF cookies | 1,440k | 1,070k | – | – | – | – | – |
-| GET /auth/csrf | 1,550k | 1,130k | 1,009k | 1,090k | 985k | 1,000k | 1,001k |
-| GET /auth/providers | 1,060k | 733k | 700k | 652k | 626k | 662k | 685k |
-| GET /account (10 sessions) | 33,592k | 21,931k | 21,512k | 18,129k | 17,470k | 11,683k | 11,604k |
+| request | before issue 13 | r1 | r2 | r3 | r4 | r5 | r6 | now (r7) |
+|---|---:|---:|---:|---:|---:|---:|---:|---:|
+| GET /auth/session | 1,282k | 1,070k | 1,027k | 1,030k | 928k | 923k | 939k | 906k |
+| GET /auth/session, with its access line | – | – | – | – | – | – | 1,053k | 941k |
+| GET /auth/session, session and CSRF cookies | 1,440k | 1,070k | – | – | – | – | – | – |
+| GET /auth/csrf | 1,550k | 1,130k | 1,009k | 1,090k | 985k | 1,000k | 1,001k | 1,031k |
+| GET /auth/providers | 1,060k | 733k | 700k | 652k | 626k | 662k | 685k | 665k |
+| GET /account | 33,592k | 21,931k | 21,512k | 18,129k | 17,470k | 11,683k | 11,604k | 11,257k |
 
 With a CSRF cookie beside the session cookie the read takes the same path (that cookie is
 never decoded); it was not counted apart after the first round. The in-process count
@@ -394,6 +396,11 @@ The sixth round's counts were made on another machine, beside the fifth round's 
 counted there too (session and csrf with 200 and 1,000 requests): session 955,000 to
 939,000, csrf 1,031,000 to 1,001,000, the account page 11,681,000 to 11,604,000, providers
 677,000 and 685,000 (the last two within the count's spread).
+The seventh round's counts were made on a third machine, beside the sixth round's code
+counted there too: without the access line session 939,000 and 906,000, csrf 1,008,000
+and 1,031,000, providers 669,000 and 665,000 (the seventh round changed none of that
+path: this is the count's spread, about 3%); with it, session 1,053,000 to 941,000; the
+account page 11,587,000 to 11,257,000.
 The account page is counted on a freshly seeded database: after `bench/run`'s
 1,000,000-row runs each user holds about a hundred live sessions, and the page lists them
 all (43,095,000 instructions).
@@ -499,6 +506,32 @@ all (43,095,000 instructions).
   against 0.55 to 0.64 ms. It is kept for a database on another host, where each round
   trip is a network latency added to every page. Tried and not kept: a GIL switch
   interval of 50 ms instead of 5 (`sys.setswitchinterval`; within 2%, the noise).
+- **Seventh round** (every answer's access line, the account page's row URLs, and how
+  the peer is measured): the access line goes straight to its stream when logging would
+  write exactly that (the production server's config: one `StreamHandler`, the message
+  alone, no filter, not propagated); any other config still gets log records. One line
+  alone (callgrind, 1,000 and 3,000 lines): 63,900 to 32,700 instructions, 25,500 of them
+  building the line. Over HTTP, alternating with the sixth round's code (3 runs of 5 s
+  each): session reads +3.1, +8.2 and +1.9% at 8 connections, +4.3, +8.0 and +6.7% at 32.
+  With the access log off altogether the reads were 10-11% faster (3 runs each): the line
+  still costs about 5%, kept because operators need it. The account page builds its
+  rows' form URLs (sessions, passkeys) from one `url_for` each list (`row_url`): about 4
+  us per row (-2.8% of the page's instructions). `bench/run` runs the peer first in even
+  rounds: with ours always first, about a minute before the peer's session run, a drift of
+  the machine's speed in one direction favoured one side in every round. In this run the
+  per-round session ratios spread 1.48 to 1.58 at 8 connections, 1.48 to 1.54 at 32, where
+  the sixth round's spread 1.42 to 1.82 and 1.56 to 2.33.
+  Where a session read's time goes over HTTP (8 s at 8 connections, `/proc` of each
+  process): 400 us of user and 80-100 us of system CPU in the worker, 75-84 us in
+  PostgreSQL, against about 250 us for the same read in process; granian with a WSGI app
+  that returns a constant costs 29 us. The rest is the same code run slower, interleaved
+  with wrk, PostgreSQL and the other worker on two cores: the thread count does not
+  change it (402 to 410 us with 1, 2 or 4 threads). Tried and not kept: 4 workers x 2
+  threads and 3 x 3 instead of 2 x 4 (3 alternations at 8, 32 and 128 connections: the
+  same or lower); 2 threads per worker (+7% at 8 connections in 3 alternations of 3,
+  3,421, 3,356 and 3,317 against 3,149, 3,248 and 3,016 req/s, the same at 32 and 128;
+  not taken, for the fourth round's reason: a slow provider holds a thread); the access
+  line written without a flush (within the noise).
 - **Where /account's time goes now** (py-spy, in process, fifth round): Jinja's rendering
   about 45% (the sessions table a third of that: two `<time>` elements, a `url_for` and a
   form per row), the statements about 30% (psycopg's own Python, per statement, more
