@@ -12,6 +12,7 @@ ROUTES = [
     ("account.end_session", "session_id"),
     ("account.rename_passkey", "passkey_id"),
     ("account.remove_passkey", "passkey_id"),
+    ("account.unlink", "account_id"),
 ]
 
 

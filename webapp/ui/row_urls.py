@@ -1,9 +1,10 @@
 """``row_url``: one ``url_for`` for all the rows of a list whose rows post to their own URL.
 
-The account page lists sessions (and passkeys), each row with a form posting to a URL that
-differs from the next row's only in the row's id; ``url_for`` for each cost about 4 us (the
-adapter finds the rule and builds it), a tenth of what a session row costs to render. The
-URL is built once with a marker for the id, and each row's is the text around it.
+The account page lists sessions, passkeys and linked providers, each row with a form
+posting to a URL that differs from the next row's only in the row's id; ``url_for`` for
+each cost about 4 us (the adapter finds the rule and builds it), a tenth of what a session
+row costs to render. The URL is built once with a marker for the id, and each row's is the
+text around it.
 """
 
 from __future__ import annotations
