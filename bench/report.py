@@ -532,6 +532,42 @@ all (43,095,000 instructions).
   3,421, 3,356 and 3,317 against 3,149, 3,248 and 3,016 req/s, the same at 32 and 128;
   not taken, for the fourth round's reason: a slow provider holds a thread); the access
   line written without a flush (within the noise).
+- **Eighth round** (the interpreter, and the benchmark's database; no request path
+  changed, so the table above has no column for it). `bench/run` now makes a virtualenv
+  of its own (`.venv-bench`) from an optimised CPython build, as the README asks of
+  production: the distribution's `python3` (Debian's 3.11.2, built with profile-guided and
+  link-time optimisation). Until now it used the development virtualenv's interpreter,
+  pyenv's 3.11.7, which has neither and loads Python from a shared library. A session read
+  in process cost 270 against 305 us of CPU (5 runs each, two alternations), and
+  `sum(range(10**7))` took 0.077 against 0.14 s. Over HTTP, alternating the two (3 runs of
+  5 s at 32 connections), the reads were 4,335-4,636 against 4,000-4,276 req/s. After
+  seeding, `bench/run` runs `VACUUM (ANALYZE)` and `CHECKPOINT`. PostgreSQL's timed
+  checkpoint otherwise wrote the seed's 300 MB over four minutes, during the first rounds,
+  and the first read of each row set its hint bits (a write) in round 1 only.
+  Tried and not kept: granian's single-threaded runtime (`runtime_mode` "st" instead of
+  "mt"; 5 alternations at 32 connections: 4,101-4,315 against 3,749-4,279 req/s, 3 at 8:
+  3,775-3,855 against 3,840-4,012, so no gain); `backpressure` 8 (3 alternations at 32:
+  3,856-3,953 against 4,001-4,273 req/s; a lower p99, 8-10 against 13-19 ms) and 4 (lower
+  still); ua-parser-rs as the user-agent parser's engine (26 MB more per process);
+  ua-parser's own lazily compiled matchers instead of `user_agents` (about 2 MB less, but
+  other device names for some agents, and the audit trail's new-device check compares
+  names); workers importing everything themselves, without `PRELOADED` (7 MB more RSS each).
+  **What a worker's RSS counts of library code depends on the page cache.** It is anything
+  from 15 to 30 MB, while the anonymous part stays at 82 to 84 MB. The kernel (6.18) maps
+  library code in whole blocks of the page cache. After the sign-in flows, with the page
+  cache dropped first, the two workers of one run mapped 15.4 and 20.3 MB of library files.
+  From a virtualenv installed minutes before, they mapped 29.5 MB.
+  **Stalls.** Four runs were made on 2026-11-28's machine (2-core AMD EPYC). The first used
+  pyenv's interpreter. Two of the four had single requests taking 0.1 to 1.3 s inside the
+  app, by the access log's own durations, which lifted a level's p99. The pyenv run had it
+  at 8 and 32 connections in round 2 (session p99 51 and 414 ms, maxima 214 ms and 1.08 s).
+  The third run had it at 8 connections in round 1 (p99 834 ms, maximum 1.27 s), and for the
+  cookie-only reads at 32 in round 2 (p99 96 ms, maximum 567 ms). The second run (one-minute
+  load 0.55 at its start) and this one had none. The peer had the like in the third run (p99
+  100 ms at 8 connections in round 2). Neither of two tries brought one back: 22 server
+  starts measured as `bench/run` measures, and fsync and bulk-write load on the same disk.
+  wrk's own figures for those runs cannot all be true: a mean latency of 39 ms at 4,724
+  req/s would put 182 requests in flight on 8 connections.
 - **Where /account's time goes now** (py-spy, in process, fifth round): Jinja's rendering
   about 45% (the sessions table a third of that: two `<time>` elements, a `url_for` and a
   form per row), the statements about 30% (psycopg's own Python, per statement, more
