@@ -532,18 +532,18 @@ all (43,095,000 instructions).
   3,421, 3,356 and 3,317 against 3,149, 3,248 and 3,016 req/s, the same at 32 and 128;
   not taken, for the fourth round's reason: a slow provider holds a thread); the access
   line written without a flush (within the noise).
-- **Eighth round** (the interpreter, and the benchmark's database; no request path
-  changed, so the table above has no column for it). `bench/run` now makes a virtualenv
-  of its own (`.venv-bench`) from an optimised CPython build, as the README asks of
-  production: the distribution's `python3` (Debian's 3.11.2, built with profile-guided and
-  link-time optimisation). Until now it used the development virtualenv's interpreter,
-  pyenv's 3.11.7, which has neither and loads Python from a shared library. A session read
-  in process cost 270 against 305 us of CPU (5 runs each, two alternations), and
-  `sum(range(10**7))` took 0.077 against 0.14 s. Over HTTP, alternating the two (3 runs of
-  5 s at 32 connections), the reads were 4,335-4,636 against 4,000-4,276 req/s. After
-  seeding, `bench/run` runs `VACUUM (ANALYZE)` and `CHECKPOINT`. PostgreSQL's timed
-  checkpoint otherwise wrote the seed's 300 MB over four minutes, during the first rounds,
-  and the first read of each row set its hint bits (a write) in round 1 only.
+- **Eighth round** (the interpreter, and the benchmark's database; no request path changed,
+  so the table above has no column for it). `bench/run` now makes a virtualenv of its own
+  (`.venv-bench`) from an optimised CPython build, as the README asks of production: the
+  distribution's `python3` (Debian's 3.11.2, built with profile-guided and link-time
+  optimisation). Until now it used the development virtualenv's interpreter, pyenv's 3.11.7,
+  which has neither and loads Python from a shared library. A session read in process cost
+  270 against 305 us of CPU (means of 10 runs each, two alternations), and
+  `sum(range(10**7))` took 0.077 against 0.14 s. Over HTTP, alternating the two (3 runs of 5
+  s at 32 connections), the reads were 4,335-4,636 against 4,000-4,276 req/s. After seeding,
+  `bench/run` runs `VACUUM (ANALYZE)` and `CHECKPOINT`. PostgreSQL's timed checkpoint
+  otherwise wrote the seed's 300 MB over four minutes, during the first rounds, and the
+  first read of each row set its hint bits (a write) in round 1 only.
   Tried and not kept: granian's single-threaded runtime (`runtime_mode` "st" instead of
   "mt"; 5 alternations at 32 connections: 4,101-4,315 against 3,749-4,279 req/s, 3 at 8:
   3,775-3,855 against 3,840-4,012, so no gain); `backpressure` 8 (3 alternations at 32:
