@@ -573,18 +573,19 @@ all (43,095,000 instructions).
   cache. That part is one copy in the page cache for every process that maps the file, and
   how much of it a worker's RSS counts is the kernel's doing, not the app's: on this
   machine's kernel (6.18, ext4) the page cache holds library files in large folios (63% of
-  granian's mapped pages lay in them, by `/proc/kpageflags`), and a fault maps a whole
-  folio. The same code counted 15 to 30 MB of library files; on a machine whose virtualenv
-  was installed minutes before, a worker's RSS reached 104 to 113 MB after the sign-in flows
-  with 82 to 83 MB of its own. RSS in full, PSS, private pages and the library part are
-  reported as before. What is left still counts, in full, everything a worker shares with
-  the parent that imported the libraries, so it is stricter than PSS (about 66 MB).
-  `bench/run` also writes the workers' major page faults after each wrk run into its raw
-  file. Tried and not kept as the default: `python -OO` for the server, which drops
-  docstrings (one short run of each, 3 s per endpoint, no failure in the flows: 105.8
-  against 112.8 MB of RSS after the flows, 76.5 against 82.5 MB of a worker's own). It
-  also drops every library's `assert`s, and the target holds without it; an operator may
-  start the server with `PYTHONOPTIMIZE=2` in its environment.
+  granian's mapped pages lay in them, by `/proc/kpageflags`), so a worker maps far more of
+  a library than the code it runs (not verified in the kernel's source). The same code
+  counted 15 to 30 MB of library files; on a machine whose virtualenv was installed
+  minutes before, a worker's RSS reached 104 to 113 MB after the sign-in flows with 82 to
+  83 MB of its own. RSS in full, PSS, private pages and the library part are reported as
+  before. What is left still counts, in full, everything a worker shares with the parent
+  that imported the libraries, so it is stricter than PSS (about 66 MB). `bench/run` also
+  writes the workers' major page faults after each wrk run into its raw file. Tried and
+  not kept as the default: `python -OO` for the server, which drops docstrings (one short
+  run of each, 3 s per endpoint, no failure in the flows: 105.8 against 112.8 MB of RSS
+  after the flows, 76.5 against 82.5 MB of a worker's own). It also drops every library's
+  `assert`s, and the target holds without it; an operator may start the server with
+  `PYTHONOPTIMIZE=2` in its environment.
 - **Where /account's time goes now** (py-spy, in process, fifth round): Jinja's rendering
   about 45% (the sessions table a third of that: two `<time>` elements, a `url_for` and a
   form per row), the statements about 30% (psycopg's own Python, per statement, more
@@ -943,11 +944,12 @@ def own_memory(
     """Each worker's own memory (MB) per recorded moment: its RSS less the pages it maps
     from library files, where those were recorded (RSS in full otherwise).
 
-    Those pages are the page cache's, one copy for every process that maps the file, and
-    how many of them the kernel counts in a worker's RSS depends on the cache, not on the
-    app: the same code counted 15 to 30 MB of them (the kernel maps file pages a large
-    folio at a time). What is left is the memory the worker holds: its heap and Python
-    objects, including those it shares with the parent that imported the libraries.
+    Those pages are the page cache's, one copy for every process that maps the file, and how
+    many of them the kernel counts in a worker's RSS depends on the cache, not on the app:
+    the same code counted 15 to 30 MB of them (most lay in large folios of the page cache,
+    of which a worker maps more than it runs). What is left is the memory the worker holds:
+    its heap and Python objects, including those it shares with the parent that imported the
+    libraries.
     """
     own = {}
     for moment, values in rss.items():
