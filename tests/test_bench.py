@@ -76,13 +76,21 @@ def test_report_computes_ratios_against_the_peer(tmp_path: Path):
     assert "MISSED: session at 32 connections: 2.00x" in terminal
 
 
+def memory_report(folder: Path, **moments: str) -> tuple[str, str]:
+    """The report of a folder holding only the workers' memory, one ``rss-<moment>.txt``
+    per keyword, as bench/run records them: pid, RSS, PSS, private pages and RSS mapped
+    from files, in kB, a line per worker."""
+    for moment, lines in moments.items():
+        (folder / f"rss-{moment.replace('_', '-')}.txt").write_text(lines)
+    return report.build(folder)
+
+
 def test_report_tells_each_worker_s_memory_four_ways(tmp_path: Path):
-    # As bench/run records them: pid, RSS, PSS, private pages, RSS mapped from files (kB).
-    (tmp_path / "rss-r1-c32.txt").write_text(
-        "11 98304 65536 49152 14336\n12 97280 64512 48128 14336\n"
+    terminal, markdown = memory_report(
+        tmp_path,
+        r1_c32="11 98304 65536 49152 14336\n12 97280 64512 48128 14336\n",
+        email="11 110592 73728 56320 23552\n",
     )
-    (tmp_path / "rss-email.txt").write_text("11 110592 73728 56320 23552\n")
-    terminal, markdown = report.build(tmp_path)
     assert "email: 108 (72 / 55 / 23); r1-c32: 96 (64 / 48 / 14), 95 (63 / 47 / 14)" in markdown
     # Judged on RSS less the library files (108 - 23 = 85 MB), the full RSS told beside it.
     assert (
@@ -97,12 +105,14 @@ def test_report_tells_each_worker_s_memory_four_ways(tmp_path: Path):
 def test_report_judges_memory_on_what_a_worker_holds_and_flatness_the_same_way(
     tmp_path: Path,
 ):
-    # 120 MB of RSS less 18 MB of library files: 102 MB of its own, over the target.
-    (tmp_path / "rss-email.txt").write_text("11 122880 81920 61440 18432\n")
-    (tmp_path / "rss-big.txt").write_text("11 112640 71680 51200 8192\n")
-    # An older folder records RSS and PSS only: RSS is then all there is to judge.
-    (tmp_path / "rss-r1-c8.txt").write_text("12 96256 63488\n")
-    terminal, _ = report.build(tmp_path)
+    terminal, _ = memory_report(
+        tmp_path,
+        # 120 MB of RSS less 18 MB of library files: 102 MB of its own, over the target.
+        email="11 122880 81920 61440 18432\n",
+        big="11 112640 71680 51200 8192\n",
+        # An older folder records RSS and PSS only: RSS is then all there is to judge.
+        r1_c8="12 96256 63488\n",
+    )
     assert "MISSED: a worker's own memory 102 MB at most (target < 100 MB)" in terminal
     # 112 - 8 = 102 MB after the big runs against 102 MB before them.
     assert (
