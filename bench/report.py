@@ -923,7 +923,7 @@ def targets(
             f"{max(every):.0f} MB at most (target < 100 MB): its RSS less the library code "
             "it maps from the page cache, so what it shares with the preloading parent "
             f"counts in full. Its RSS in full {max(v for vs in rss.values() for v in vs):.0f}"
-            f" MB at most, {largest('files'):.0f} MB of it library code; the largest "
+            f" MB at most, library code {largest('files'):.0f} MB at most; the largest "
             f"proportional set size (pages shared between processes split between them) "
             f"{largest('pss'):.0f} MB, private pages {largest('private'):.0f} MB"
         )

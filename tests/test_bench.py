@@ -96,7 +96,7 @@ def test_report_tells_each_worker_s_memory_four_ways(tmp_path: Path):
     assert (
         "HOLDS: a worker's own memory 85 MB at most (target < 100 MB): its RSS less the "
         "library code it maps from the page cache, so what it shares with the preloading "
-        "parent counts in full. Its RSS in full 108 MB at most, 23 MB of it library code; "
+        "parent counts in full. Its RSS in full 108 MB at most, library code 23 MB at most; "
         "the largest proportional set size (pages shared between processes split between "
         "them) 72 MB, private pages 55 MB"
     ) in terminal
