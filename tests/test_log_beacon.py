@@ -38,14 +38,31 @@ def test_fields_are_truncated_and_cannot_forge_log_lines(client, caplog):
     assert "a" * 501 not in text
 
 
-def test_oversized_and_malformed_bodies_get_400_and_are_not_logged(client, caplog):
+def test_an_oversized_body_gets_413_like_any_other_and_is_not_logged(client, caplog):
     with caplog.at_level(logging.DEBUG, logger="webapp.client"):
         big = client.post("/auth/_log", json={"message": "x" * 5000})
+        # Another POST over the app's own limit (MAX_CONTENT_LENGTH), in JSON mode as well.
+        other = client.post(
+            "/auth/signin/email",
+            data={"email": "a" * 70_000},
+            headers={"X-Auth-Return-Redirect": "1"},
+        )
+    assert (big.status_code, other.status_code) == (413, 413)
+    for answer in (big, other):
+        assert answer.json == {
+            "error": "Request Entity Too Large",
+            "requestId": answer.headers["X-Request-ID"],
+            "url": "http://localhost/auth/error?error=RequestEntityTooLarge",
+        }
+    assert not [r for r in caplog.records if r.name == "webapp.client"]
+
+
+def test_malformed_bodies_get_400_and_are_not_logged(client, caplog):
+    with caplog.at_level(logging.DEBUG, logger="webapp.client"):
         broken = client.post("/auth/_log", data=b"{not json", content_type="application/json")
         listy = client.post("/auth/_log", json=["a", "b"])
         text = client.post("/auth/_log", data=b"hello", content_type="text/plain")
-    assert [r.status_code for r in (big, broken, listy, text)] == [400] * 4
-    assert big.json == {"error": "PayloadTooLarge"}
+    assert [r.status_code for r in (broken, listy, text)] == [400] * 3
     assert broken.json == {"error": "MalformedBody"}
     assert not [r for r in caplog.records if r.name == "webapp.client"]
 

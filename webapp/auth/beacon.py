@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from flask import Request
+from werkzeug.exceptions import RequestEntityTooLarge
 
 from webapp import jsonsafe, logsafe
 from webapp.auth import ratelimit
@@ -36,11 +37,14 @@ _PLAIN_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
 def accept(request: Request) -> str | None:
-    """Log one beacon; return None, or an error code for a 400/429 answer."""
+    """Log one beacon; return None, or an error code for a 400/429 answer. A body over the
+    beacon's limit is refused unread with 413, as one over the app's limit is."""
     conf = current_settings()
     length = request.content_length
-    if length is None or length > conf.log_beacon_max_bytes:
-        return "PayloadTooLarge" if length else "EmptyBody"
+    if length is None:
+        return "EmptyBody"
+    if length > conf.log_beacon_max_bytes:
+        raise RequestEntityTooLarge()
     fields = _parse(request)
     if fields is None:
         return "MalformedBody"
