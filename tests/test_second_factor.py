@@ -17,7 +17,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
+import json
 import re
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -32,6 +35,7 @@ from freezegun import freeze_time
 from joserfc import jwt
 
 from webapp import sealing
+from webapp.auth import sealed_cookies
 from webapp.auth.hooks import AuthHooks, UserInfo, signed_in
 from webapp.auth.providers import KINDS
 from webapp.auth.providers.credentials import CredentialsProvider
@@ -40,6 +44,7 @@ from webapp.auth.providers.oauth import OAuthProvider
 from webapp.extensions import db
 from webapp.models import (
     Authenticator,
+    AuthEvent,
     DeviceRequest,
     RateLimitCounter,
     RecoveryCode,
@@ -64,6 +69,7 @@ from .helpers import (
     totp_code,
 )
 from .oauth_support import APP_ORIGIN, SECRET, Browser, NodeOP
+from .test_passkeys import Passkeys
 
 ANN = "ann@example.com"
 BOB = "bob@example.com"
@@ -915,6 +921,129 @@ def test_a_sign_in_without_a_second_factor_clears_the_pending_one(app: Flask) ->
         "SecondFactorExpired"
     )
     assert sessions_of(app, ann.id) == []
+
+
+@pytest.mark.parametrize("factor", ["app", "recovery"])
+def test_a_pending_sign_in_passes_once(app: Flask, factor: str) -> None:
+    """A copy of the pending cookie, taken before the code was typed, starts no second
+    session with the next valid code (one the replay rule has not seen: the app's next
+    step, another recovery code); a wrong code on either does not spend it."""
+    with freeze_time(START) as frozen:
+        person = person_with_app(app)
+        unused = iter(person.codes)
+
+        def valid_code() -> str:
+            return person.code() if factor == "app" else next(unused)
+
+        owner = first_factor(app, person)
+        copied = owner.get_cookie(PENDING_COOKIE).value  # type: ignore[union-attr]
+        thief = app.test_client()
+        thief.set_cookie(PENDING_COOKIE, copied)
+        assert submit_second_factor(thief, wrong_code(person)).status_code == 400
+        assert submit_second_factor(owner, wrong_code(person)).status_code == 400
+        assert submit_second_factor(owner, valid_code()).headers["Location"] == HOME
+        frozen.tick(STEP)
+        assert_refused_to_signin(
+            thief, submit_second_factor(thief, valid_code()), "SecondFactorExpired"
+        )
+        # Nor is the code page offered to it.
+        thief.set_cookie(PENDING_COOKIE, copied)
+        assert thief.get("/auth/second-factor").headers["Location"] == error_location(
+            "SecondFactorExpired"
+        )
+    [session] = sessions_of(app, person.id)
+    assert session.amr == ("pwd otp mfa" if factor == "app" else "pwd rec mfa")
+    # The refused code was not spent: only the owner's was (or the enrolment's, 90 s before).
+    now_step = int(START.timestamp()) // 30
+    row = totp_row(app, person.id)
+    assert row is not None
+    assert row.last_used_step == (now_step if factor == "app" else now_step - 3)
+    assert unused_codes(app, person.id) == (10 if factor == "app" else 9)
+    # The copy's attempt is on the owner's record.
+    with app.app_context():
+        refusals = db.session.scalars(
+            sa.select(AuthEvent.error_code).where(
+                AuthEvent.user_id == person.id,
+                AuthEvent.type == "signin",
+                AuthEvent.outcome == "failure",
+            )
+        ).all()
+    assert refusals == ["SecondFactorExpired"]
+
+
+def test_a_pending_sign_in_held_before_it_had_an_id_is_refused(app: Flask) -> None:
+    """A cookie sealed by the version before pending sign-ins passed once (an upgrade
+    within its five minutes) is no pending sign-in: the person signs in again."""
+    person = person_with_app(app)
+    held = {"u": person.id, "p": "demo", "c": None, "a": ["pwd"], "n": False, "s": None}
+    with app.test_request_context():
+        old = sealed_cookies.seal(
+            json.dumps(held), purpose="second-factor", bound_to="second-factor", max_age=300
+        )
+    client = app.test_client()
+    client.set_cookie(PENDING_COOKIE, old)
+    assert_refused_to_signin(
+        client, submit_second_factor(client, person.code()), "SecondFactorExpired"
+    )
+    assert sessions_of(app, person.id) == []
+
+
+def test_a_pending_sign_in_passed_with_a_passkey_passes_once(app: Flask) -> None:
+    person, client = signed_in_person(app)
+    passkeys = Passkeys(client)
+    assert passkeys.register().json["url"] == "http://localhost/account#passkeys"
+    sign_out(client)
+    owner = first_factor(app, person)
+    copied = owner.get_cookie(PENDING_COOKIE).value  # type: ignore[union-attr]
+    assert Passkeys(owner, passkeys.authenticator).sign_in(uv=False) == HOME
+    thief = app.test_client()
+    thief.set_cookie(PENDING_COOKIE, copied)
+    assert_refused_to_signin(
+        thief, submit_second_factor(thief, person.code(1)), "SecondFactorExpired"
+    )
+    [session] = sessions_of(app, person.id)
+    assert session.amr == "pwd hwk mfa"
+
+
+def test_copies_of_a_pending_sign_in_passed_at_once_make_one_session(
+    make_app: Callable[..., Flask],
+) -> None:
+    """Eleven browsers holding one pending sign-in submit a different valid code each at
+    the same moment (the app's code and ten recovery codes, none spent by another): one
+    session, and the others' codes stay unspent."""
+    app = make_app(
+        AUTH_SECOND_FACTOR_LIMIT="100/15m", AUTH_SECOND_FACTOR_IP_LIMIT="100/15m", DB_POOL_SIZE="15"
+    )
+    person = person_with_app(app)
+    copied = first_factor(app, person).get_cookie(PENDING_COOKIE).value  # type: ignore[union-attr]
+    step = int(time.time()) // 30
+    codes = [totp_code(person.key, step * 30), *person.codes]
+    browsers = [app.test_client() for _ in codes]
+    tokens = [csrf(b) for b in browsers]
+    for browser in browsers:
+        browser.set_cookie(PENDING_COOKIE, copied)
+    start = threading.Barrier(len(codes))
+    answers: list[Any] = [None] * len(codes)
+
+    def submit(n: int) -> None:
+        start.wait()
+        answers[n] = browsers[n].post(
+            "/auth/second-factor", data={"csrfToken": tokens[n], "code": codes[n]}
+        )
+
+    threads = [threading.Thread(target=submit, args=(n,)) for n in range(len(codes))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    places = [a.headers.get("Location") for a in answers]
+    sessions = len(sessions_of(app, person.id))
+    assert (sessions, places.count(HOME)) == (1, 1)
+    assert places.count(error_location("SecondFactorExpired")) == len(codes) - 1
+    # One code was spent: the app's, or one recovery code.
+    row = totp_row(app, person.id)
+    assert row is not None
+    assert unused_codes(app, person.id) == (10 if row.last_used_step == step else 9)
 
 
 def test_the_callback_url_is_kept_through_the_second_factor(app: Flask) -> None:

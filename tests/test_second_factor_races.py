@@ -11,6 +11,7 @@ codes are counted before they are checked, so exactly the limit of them is looke
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -230,6 +231,35 @@ def test_twenty_concurrent_submissions_of_one_app_code_make_one_session(
         last = db.session.scalars(sa.select(TotpAuthenticator.last_used_step)).one()
         amr = db.session.scalars(sa.select(Session.amr)).one()
     assert last == step + 1 and amr == "pwd otp mfa"
+
+
+def test_copies_of_one_pending_sign_in_with_a_valid_code_each_make_one_session(
+    served_factory: Callable[..., Served],
+) -> None:
+    """One pending sign-in copied into eleven browsers, each submitting another valid code
+    at the same moment (the app's next step and the ten recovery codes: the replay rules
+    let each through): the pending sign-in passes once, on whichever worker."""
+    served = served_factory(**ROOMY)
+    key, codes, step = enrol(served)
+    holder = Racer(served)
+    holder.hold()
+    [pending] = [c for c in holder.http.cookies if c.name == PENDING_COOKIE]
+    valid = [totp_code(key, (step + 1) * 30), *codes]
+    racers = [Racer(served) for _ in valid]
+    for racer in racers:
+        racer.http.cookies.set_cookie(copy.copy(pending))
+    answers = race(racers, lambda n: valid[n])
+    places = [a.headers.get("Location") for a in answers]
+    expired = served.url("/auth/error?error=SecondFactorExpired")
+    assert (places.count(served.url("/")), places.count(expired)) == (1, len(valid) - 1)
+    user_id = ann_id(served)
+    assert row_count(served.app, Session, user_id=user_id) == 1
+    assert sum(r.session_email() == ANN for r in racers) == 1
+    # Only the winner's code was spent.
+    with served.app.app_context():
+        last = db.session.scalars(sa.select(TotpAuthenticator.last_used_step)).one()
+    unused = row_count(served.app, RecoveryCode, user_id=user_id, used_at=None)
+    assert unused == (10 if last == step + 1 else 9)
 
 
 def test_twenty_concurrent_wrong_codes_get_five_looks(

@@ -322,13 +322,17 @@ class RecoveryCode(db.Model):
 
 
 class SpentChallenge(db.Model):
-    """A passkey challenge already checked once, kept until its cookie would have expired:
-    a challenge is single use on every worker and instance."""
+    """A one-time value already used, kept until its cookie would have expired: a passkey
+    challenge checked once, or the id of a pending sign-in passed (``pending_signin``).
+    Each is single use on every worker and instance."""
 
     __tablename__ = "spent_challenges"
     __table_args__ = (
         Index("ix_spent_challenges_expires", "expires"),
-        {"comment": "Passkey challenges already used (SHA-256); replays are refused."},
+        {
+            "comment": "One-time values already used (SHA-256): passkey challenges and "
+            "pending sign-ins; replays are refused."
+        },
     )
 
     challenge_hash: Mapped[str] = mapped_column(String(64), primary_key=True)

@@ -5,6 +5,10 @@ Wrong codes are counted before they are checked (``ratelimit.admit``), per user 
 client address, in the shared database counters; once a limit is reached the pending
 sign-in is dropped and the person starts again (and stays throttled for the window). A
 right code does not count.
+
+A pending sign-in passes once (``pending_signin.spend``): it is spent in the transaction
+that starts its session, before its code is looked at, so a copy of its cookie is refused
+with ``SecondFactorExpired`` whatever code comes with it, and a wrong code spends nothing.
 """
 
 from __future__ import annotations
@@ -43,9 +47,13 @@ class Challenge:
 
 
 def current_challenge() -> Challenge:
-    """Return this browser's pending sign-in; ``SecondFactorExpired`` when there is none."""
+    """Return this browser's pending sign-in; ``SecondFactorExpired`` when there is none
+    (or it was passed already, from a copy of its cookie)."""
     signin = _held()
     _require_user(signin.user_id)
+    if pending_signin.spent(signin):
+        pending_signin.drop()
+        raise AuthError("SecondFactorExpired", f"user {signin.user_id}: passed already")
     has_passkey = db.session.execute(
         select(Authenticator.id).where(Authenticator.user_id == signin.user_id).limit(1)
     ).first()
@@ -63,12 +71,14 @@ def pass_with_code(code: str) -> str:
     return where the browser goes. Raises ``WrongCode`` or ``AuthError``."""
     signin = _held()
     try:
-        factor = _check(signin.user_id, code, recovery=True)
+        counted = _count_attempt(signin.user_id)
     except TooManyCodes:
         pending_signin.drop()
         raise AuthError(
             "SecondFactorThrottled", f"user {signin.user_id}: too many wrong codes"
         ) from None
+    _spend(signin)
+    factor = _check(signin.user_id, code, counted, recovery=True)
     return start_session(_with(signin, factor))
 
 
@@ -77,6 +87,7 @@ def pass_with_passkey(signin: Signin) -> str:
     ``SecondFactorPasskey`` when the first factor was a passkey (see ``passkey_may_pass``)."""
     if not passkey_may_pass(signin):
         raise AuthError("SecondFactorPasskey", "a passkey cannot be both factors without uv")
+    _spend(signin)
     return start_session(_with(signin, PASSKEY))
 
 
@@ -84,7 +95,8 @@ def step_up_with_code(session: AuthSession, code: str) -> None:
     """Confirm it is the session's person with their authenticator app's code (recovery
     codes are for a lost phone at sign-in, not spent on confirmations). Raises ``WrongCode``
     or ``TooManyCodes``."""
-    factor = _check(session.user.id, code, recovery=False)
+    user_id = session.user.id
+    factor = _check(user_id, code, _count_attempt(user_id), recovery=False)
     record_authentication(session, (factor, second_factor.MFA))
 
 
@@ -103,14 +115,27 @@ def _require_user(user_id: int) -> None:
         raise AuthError("SecondFactorExpired", f"user {user_id} no longer exists")
 
 
+def _spend(signin: Signin) -> None:
+    """Spend the pending sign-in; ``SecondFactorExpired`` when it was passed already."""
+    if not pending_signin.spend(signin):
+        pending_signin.drop()
+        audit.record(
+            audit.Event.SIGNIN,
+            user_id=signin.user_id,
+            provider=signin.provider,
+            error="SecondFactorExpired",
+        )
+        raise AuthError("SecondFactorExpired", f"user {signin.user_id}: passed already")
+
+
 def _with(signin: Signin, factor: str) -> Signin:
     return replace(signin, amr=second_factor.with_factor(signin.amr, factor))
 
 
-def _check(user_id: int, code: str, *, recovery: bool) -> str:
-    """Count the attempt, then check the code; a right one gives its count back. Counted
-    before the request's first database use (SQLite: the request then holds the write
-    lock the counter would wait for)."""
+def _count_attempt(user_id: int) -> ratelimit.Counted:
+    """Count a code's attempt for the user and the client address; ``TooManyCodes`` once a
+    limit is reached. Call it before the request's first database use (SQLite: the request
+    then holds the write lock the counter would wait for)."""
     conf = current_settings()
     counted = ratelimit.admit(
         [
@@ -129,6 +154,12 @@ def _check(user_id: int, code: str, *, recovery: bool) -> str:
             detail={"code": "second-factor"},
         )
         raise TooManyCodes()
+    return counted
+
+
+def _check(user_id: int, code: str, counted: ratelimit.Counted, *, recovery: bool) -> str:
+    """Check the code of an attempt ``_count_attempt`` counted; a right one gives its count
+    back."""
     _require_user(user_id)
     factor = second_factor.check_code(user_id, code[:64], recovery=recovery)
     if factor is None:
