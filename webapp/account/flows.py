@@ -219,6 +219,17 @@ def _passkeys(user_id: int) -> list[Authenticator]:
     )
 
 
+def _locked_user(user_id: int) -> User | None:
+    """The user's row, locked until the request's writes are committed: removals of one
+    user's ways in are decided one at a time, each seeing what the one before removed
+    (the "last method" check and the delete would otherwise both pass in two parallel
+    requests). PostgreSQL: ``SELECT … FOR NO KEY UPDATE``, which new rows naming the user
+    (a session, an event) do not wait for. SQLite has one writer: the request's first
+    statement took its lock (``BEGIN IMMEDIATE``, webapp/database.py). Read the user's
+    methods after this, never before."""
+    return db.session.get(User, user_id, with_for_update={"key_share": True})
+
+
 def _passkeys_offered() -> bool:
     return any(p.type == "webauthn" for p in providers().values())
 
@@ -456,7 +467,7 @@ def unlink_account(*, user_id: int, account_id: int, current: AuthSession) -> Si
     first (a failure there does not stop the unlink).
     """
     require_recent(current)
-    user = db.session.get(User, user_id)
+    user = _locked_user(user_id)
     accounts = _accounts(user_id)
     account = next((a for a in accounts if a.id == account_id), None)
     if user is None or account is None:
@@ -508,10 +519,10 @@ def remove_passkey(*, user_id: int, passkey_id: int, current: AuthSession) -> Pa
     remove the owner's ways in.
     """
     require_recent(current)
-    passkey = _passkey(user_id, passkey_id)
-    user = db.session.get(User, user_id)
+    user = _locked_user(user_id)
     if user is None:
         raise AccountError(NOT_FOUND, gettext("This account no longer exists."))
+    passkey = _passkey(user_id, passkey_id)
     if _passkeys_offered() and not _leaves_a_method(user, _accounts(user_id), _passkeys(user_id)):
         raise AccountError(
             LAST_METHOD,
