@@ -50,8 +50,9 @@ def test_cleanup_deletes_only_what_expired(app, client, auth, runner):
     assert "deleted 1 expired session(s)" in result.output
     assert "deleted 1 expired verification token(s)" in result.output
     # Every attempt is counted before the hook runs: the three 2026 attempts left windows
-    # per (identifier, address) and per identifier (3 + 3) and one for their address.
-    assert "deleted 7 finished rate-limit window(s)" in result.output
+    # per (identifier, address) and per identifier (3 + 3) and one for their address; the
+    # refused one's record, one of the audit trail's allowance for that address.
+    assert "deleted 8 finished rate-limit window(s)" in result.output
     assert row_count(app, Session) == 1
     assert row_count(app, VerificationToken) == 1
     # The live sign-in's windows (its attempt counted, then given back) are not finished.

@@ -129,7 +129,8 @@ def test_signin_codes_route_to_the_signin_page(client, code):
 
 
 @pytest.mark.parametrize(
-    "code,status", [("AccessDenied", 403), ("Configuration", 500), ("Verification", 403)]
+    "code,status",
+    [("AccessDenied", 403), ("Configuration", 500), ("RateLimited", 429), ("Verification", 403)],
 )
 def test_error_page_codes_and_statuses(client, code, status):
     r = client.get(f"/auth/error?error={code}")
@@ -170,6 +171,7 @@ def test_every_code_has_its_own_message():
     assert {c for c, entry in CODES.items() if entry.shown_on == "error"} == {
         "AccessDenied",
         "Configuration",
+        "RateLimited",
         "Verification",
     }
 

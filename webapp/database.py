@@ -14,6 +14,7 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     CursorResult,
+    Delete,
     Engine,
     Executable,
     Select,
@@ -90,6 +91,20 @@ def execute_counting(statement: Executable) -> int:
     return int(result.rowcount)
 
 
+#: Expired rows a request deletes as it adds one (``delete_at_most``): more than it adds,
+#: so expired rows never pile up between cleanups; few, so the request stays cheap.
+PRUNE_BATCH = 100
+
+
+def delete_at_most(
+    key: InstrumentedAttribute[Any], *where: ColumnElement[bool], limit: int
+) -> Delete:
+    """Return a DELETE of at most ``limit`` rows matching ``where``, picked by ``key`` (the
+    primary key): a bounded cost, where a plain DELETE takes whatever has piled up."""
+    picked = select(key).where(*where).limit(limit).scalar_subquery()
+    return delete(key.class_).where(key.in_(picked))
+
+
 def delete_in_batches(
     id_column: InstrumentedAttribute[int],
     *where: ColumnElement[bool],
@@ -105,8 +120,7 @@ def delete_in_batches(
     """
     total = 0
     while True:
-        ids = select(id_column).where(*where).limit(batch_size).scalar_subquery()
-        deleted = execute_counting(delete(id_column.class_).where(id_column.in_(ids)))
+        deleted = execute_counting(delete_at_most(id_column, *where, limit=batch_size))
         if each_batch is not None:
             each_batch(deleted)
         db.session.commit()

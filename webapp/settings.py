@@ -204,6 +204,21 @@ class Settings:
     credentials_identifier_limit: RateLimit = RateLimit(20, timedelta(minutes=15))
     #: Client log beacons accepted per IP per window.
     log_beacon_limit: RateLimit = RateLimit(60, timedelta(minutes=1))
+    #: Authorization codes a client address (IPv6: per /64) has us exchange at a provider's
+    #: token endpoint per window; an exchange that succeeds gives its count back.
+    oauth_ip_limit: RateLimit = RateLimit(20, timedelta(minutes=15))
+    #: Device sign-ins started per client address per window: each asks the provider for
+    #: a code and keeps a row.
+    device_ip_limit: RateLimit = RateLimit(10, timedelta(minutes=15))
+    #: Device sign-ins in progress at once, all clients together (unexpired rows of
+    #: ``device_requests``); a start beyond it is refused before the provider is asked.
+    max_device_requests: int = 1000
+    #: Passkey options, and passkey answers, each counted per client address per window:
+    #: an answer spends its challenge as a row.
+    passkey_ip_limit: RateLimit = RateLimit(60, timedelta(minutes=15))
+    #: Bearer tokens not in the introspection cache, per client address per window: each
+    #: is a request to the provider's introspection endpoint.
+    bearer_ip_limit: RateLimit = RateLimit(300, timedelta(minutes=15))
     #: Largest accepted client log beacon body, in bytes.
     log_beacon_max_bytes: int = 4096
     #: Longest user agent string kept on a session row.
@@ -283,6 +298,9 @@ class Settings:
     email_ca_file: str | None = None
     #: How long the audit trail keeps an event; ``flask auth cleanup`` deletes older ones.
     audit_retention: timedelta = timedelta(days=180)
+    #: Refusals naming no user that the audit trail records per client address per window;
+    #: past it the first is one ``signin.throttled`` row and the others are only logged.
+    audit_failure_ip_limit: RateLimit = RateLimit(100, timedelta(minutes=15))
     #: A sign-in from a device (browser, system, network) not seen signing in as the user
     #: for this long is new: the "new device" notice (fixed).
     new_device_window: timedelta = timedelta(days=90)
@@ -523,6 +541,16 @@ def load_settings(
         passkey_rp_id=rp_id,
         second_factor_user_limit=rate("AUTH_SECOND_FACTOR_LIMIT", "second_factor_user_limit"),
         second_factor_ip_limit=rate("AUTH_SECOND_FACTOR_IP_LIMIT", "second_factor_ip_limit"),
+        oauth_ip_limit=rate("AUTH_OAUTH_IP_LIMIT", "oauth_ip_limit"),
+        device_ip_limit=rate("AUTH_DEVICE_IP_LIMIT", "device_ip_limit"),
+        max_device_requests=_parse_int(
+            "AUTH_MAX_DEVICE_REQUESTS",
+            get("AUTH_MAX_DEVICE_REQUESTS", "max_device_requests"),
+            Settings.max_device_requests,
+            1,
+        ),
+        passkey_ip_limit=rate("AUTH_PASSKEY_IP_LIMIT", "passkey_ip_limit"),
+        bearer_ip_limit=rate("AUTH_BEARER_IP_LIMIT", "bearer_ip_limit"),
         http_connect_timeout=_parse_seconds(
             "AUTH_HTTP_CONNECT_TIMEOUT",
             get("AUTH_HTTP_CONNECT_TIMEOUT", "http_connect_timeout"),
@@ -578,6 +606,7 @@ def load_settings(
         audit_retention=_parse_days(
             "AUDIT_RETENTION", get("AUDIT_RETENTION", "audit_retention"), Settings.audit_retention
         ),
+        audit_failure_ip_limit=rate("AUDIT_FAILURE_IP_LIMIT", "audit_failure_ip_limit"),
         notice_new_device=notice("AUTH_NOTICE_NEW_DEVICE", "notice_new_device"),
         notice_methods=notice("AUTH_NOTICE_METHODS", "notice_methods"),
         notice_other_sessions=notice("AUTH_NOTICE_OTHER_SESSIONS", "notice_other_sessions"),

@@ -25,7 +25,6 @@ import logging
 from collections.abc import Callable
 
 from flask import Flask, g
-from sqlalchemy import Executable
 from sqlalchemy.exc import DBAPIError
 from werkzeug.wrappers import Response
 
@@ -52,10 +51,12 @@ def on_commit(action: Callable[[], object]) -> None:
     g.setdefault("on_commit", []).append(action)
 
 
-def write_regardless(statement: Executable) -> None:
-    """Write ``statement`` when this request ends, whatever becomes of its other writes:
-    with them if they are committed, on its own if they are discarded."""
-    g.setdefault("regardless", []).append(statement)
+def write_regardless(write: Callable[[], object]) -> None:
+    """Run ``write`` (it writes in the request's session) when this request ends, whatever
+    becomes of its other writes: with them if they are committed, on its own if they are
+    discarded. A function, so it can decide then (``auth.audit`` counts a failure's row
+    against its throttle in the same transaction as the row)."""
+    g.setdefault("regardless", []).append(write)
 
 
 def discard() -> None:
@@ -85,8 +86,8 @@ def commit() -> None:
 
 
 def _write_regardless() -> None:
-    for statement in g.pop("regardless", ()):
-        db.session.execute(statement)
+    for write in g.pop("regardless", ()):
+        write()
 
 
 def _run_queued() -> None:

@@ -9,6 +9,13 @@ INSERT. A write that commits on a connection of its own (a session's daily exten
 provider token's refresh) puts ``event_row(...)`` into its own transaction. Nothing here
 runs on the hot session read.
 
+Nothing a signed-out client sends grows the trail without bound. A failure that names no
+user is counted first against its client address's allowance (``AUDIT_FAILURE_IP_LIMIT``,
+in the same transaction as its row); a throttle's refusals (``throttled``) are one row per
+key and window. Past either, the first refusal is one ``signin.throttled`` row saying which
+limit and until when, and the others only a log line. A failure naming a user is always
+written: it is bounded by that user's own throttles, and the person must see it.
+
 A row never holds a token, code, password or hash of one. An address or identifier that
 names no user is kept only as its keyed hash (``subject_hash``: the throttles' HMAC under a
 key derived from AUTH_SECRET), so the table is no list of who tried what; ``detail`` takes
@@ -20,6 +27,7 @@ the commit; the trail is written beside them, in the same transaction as the cha
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
@@ -30,16 +38,19 @@ from typing import Any
 from flask import g, has_request_context, request
 from sqlalchemy import ColumnElement, Insert, bindparam, insert, or_, select, tuple_
 
-from webapp import transactions
+from webapp import logsafe, transactions
+from webapp.auth import ratelimit
 from webapp.auth.addresses import address_or_none
 from webapp.auth.devices import device_label
-from webapp.auth.ratelimit import identifier_hash
-from webapp.clock import utcnow
+from webapp.auth.ratelimit import Refusal, identifier_hash
+from webapp.clock import iso_utc, utcnow
 from webapp.database import HotSelect, delete_in_batches
 from webapp.extensions import db
 from webapp.models import AuthEvent, User
 from webapp.observability import current_request_id
 from webapp.settings import current_settings
+
+log = logging.getLogger(__name__)
 
 
 class Event(StrEnum):
@@ -49,7 +60,9 @@ class Event(StrEnum):
     SIGNOUT = "signout"
     SESSION_EXTENDED = "session.extended"
     SESSION_REVOKED = "session.revoked"
-    #: A sign-in attempt (credentials) or an e-mail request refused by a throttle.
+    #: A throttle's first refusal of a key in its window (a credentials attempt, an e-mail
+    #: request, a device sign-in, a passkey ceremony, a code exchange, the trail's own
+    #: allowance of failures); ``detail``: ``throttle``, ``limit``, ``until``.
     THROTTLED = "signin.throttled"
     EMAIL_REQUESTED = "email.requested"
     EMAIL_CONFIRMED = "email.confirmed"
@@ -157,11 +170,64 @@ def record(
     row = event_row(
         event, user_id=user_id, subject=subject, provider=provider, error=error, detail=detail
     )
-    if error is not None and has_request_context():
-        g.audit_refused = True
-        transactions.write_regardless(row)
-    else:
+    if error is None or not has_request_context():
         db.session.execute(row)
+        return
+    g.audit_refused = True
+    if user_id is not None:
+        transactions.write_regardless(lambda: db.session.execute(row))
+    else:
+        transactions.write_regardless(lambda: _write_failure(row, f"{event.value} ({error})"))
+
+
+def throttled(refusal: Refusal, *, subject: str | None = None, provider: str | None = None) -> None:
+    """Record a throttle's refusal of this request (``ratelimit.admit``'s ``refused``): the
+    key's first in its window as one ``signin.throttled`` row, whatever becomes of the
+    request's writes; every one as a log line."""
+    g.audit_refused = True
+    row = _refusal_row(refusal, "a request", subject=subject, provider=provider)
+    if row is not None:
+        transactions.write_regardless(lambda: db.session.execute(row))
+
+
+def _write_failure(row: Insert, what: str) -> None:
+    """Write a failure's row if its client address's allowance has room; count it in the
+    same transaction, so that the count and the row stand or fall together."""
+
+    def refused(refusal: Refusal) -> None:
+        own = _refusal_row(refusal, f"the record of {what}")
+        if own is not None:
+            db.session.execute(own)
+
+    allowance = (ratelimit.client_key("audit-ip"), current_settings().audit_failure_ip_limit)
+    if ratelimit.admit([allowance], refused=refused, with_request=True) is not None:
+        db.session.execute(row)
+
+
+def _refusal_row(
+    refusal: Refusal, what: str, *, subject: str | None = None, provider: str | None = None
+) -> Insert | None:
+    """Log a refusal; return its row if it is its key's first in the window, else None."""
+    limit = refusal.limit
+    log.info(
+        "%s refused by the %s throttle (%d per %d s) from %s%s",
+        what,
+        refusal.throttle,
+        limit.limit,
+        limit.window.total_seconds(),
+        logsafe.encode(request.remote_addr),
+        "" if refusal.first else "; recorded once already in this window",
+    )
+    if not refusal.first:
+        return None
+    detail: Detail = {
+        "throttle": refusal.throttle,
+        "limit": limit.limit,
+        "until": iso_utc(refusal.window_end),
+    }
+    return event_row(
+        Event.THROTTLED, subject=subject, provider=provider, error=RATE_LIMITED, detail=detail
+    )
 
 
 def refusal_recorded() -> bool:

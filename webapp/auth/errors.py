@@ -158,6 +158,13 @@ CODES: dict[str, Code] = {
         ),
         N_("Request a new link from the sign-in page."),
     ),
+    "RateLimited": Code(
+        ERROR_PAGE,
+        429,
+        N_("Too many attempts"),
+        N_("Too many requests came from your network in a short time, so we paused this one."),
+        N_("Wait a few minutes, then try again."),
+    ),
     "SecondFactorExpired": Code(
         SIGNIN_PAGE,
         200,

@@ -7,8 +7,8 @@ another ceremony or user. The callback takes it back before it checks anything: 
 cookie is cleared and the challenge's SHA-256 written to ``spent_challenges`` on its own
 committed connection (``database.write_now``), so a refused attempt spends it as surely
 as a good one, and a second use (a replayed response, a parallel request, a copy of the
-cookie) finds it spent on every worker and instance. ``flask auth cleanup`` deletes the
-rows once their cookies would have expired anyway.
+cookie) finds it spent on every worker and instance. Rows go once their cookies would
+have expired anyway: a few with each new one, the rest by ``flask auth cleanup``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from sqlalchemy.exc import IntegrityError
 
 from webapp.auth import cookies, sealed_cookies
 from webapp.clock import utcnow
-from webapp.database import write_now
+from webapp.database import PRUNE_BATCH, delete_at_most, write_now
 from webapp.models import SpentChallenge
 from webapp.sealing import b64url_decode, b64url_encode
 from webapp.settings import current_settings
@@ -69,13 +69,17 @@ def take(bound_to: str) -> bytes | None:
     if value is None:
         return None
     challenge = b64url_decode(value)
+    now = utcnow()
     try:
         write_now(
             insert(SpentChallenge).values(
                 challenge_hash=hashlib.sha256(challenge).hexdigest(),
                 # The cookie cannot be good for longer than this after its use.
-                expires=utcnow() + timedelta(seconds=MAX_AGE),
-            )
+                expires=now + timedelta(seconds=MAX_AGE),
+            ),
+            delete_at_most(
+                SpentChallenge.challenge_hash, SpentChallenge.expires <= now, limit=PRUNE_BATCH
+            ),
         )
     except IntegrityError:
         return None

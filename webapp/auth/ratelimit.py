@@ -6,16 +6,20 @@ restart, and is the same for every worker and instance on the database. Each hit
 atomic upsert (INSERT … ON CONFLICT DO UPDATE … RETURNING), and callers decide on the count
 it returns (``admit``): of any number of concurrent attempts exactly ``limit`` pass, where a
 check-then-count would let a burst through. Fixed windows can admit up to twice the limit
-across a window boundary; that is accepted for these abuse limits.
+across a window boundary; that is accepted for these abuse limits. A refusal tells which
+limit refused and whether it is that key's first in its window (``Refusal``), so the
+audit trail records a throttle once per key and window, not once per request.
 """
 
 from __future__ import annotations
 
 import hmac
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from ipaddress import IPv6Address, ip_address, ip_network
 
+from flask import request
 from sqlalchemy import delete, update
 from sqlalchemy.dialects import postgresql, sqlite
 
@@ -34,8 +38,12 @@ def _window(limit: RateLimit, now: datetime) -> tuple[datetime, datetime]:
     return begin, begin + limit.window
 
 
-def hit(key: str, limit: RateLimit) -> int:
-    """Count one event for ``key`` in the current window; return the window's count."""
+def hit(key: str, limit: RateLimit, *, with_request: bool = False) -> tuple[int, datetime]:
+    """Count one event for ``key`` in the current window; return the window's count and end.
+
+    ``with_request``: in the request's transaction (see ``release``), so that the count
+    stands or falls with what the request writes beside it.
+    """
     start, end = _window(limit, utcnow())
     dialect = db.engine.dialect.name
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
@@ -48,25 +56,57 @@ def hit(key: str, limit: RateLimit) -> int:
         )
         .returning(RateLimitCounter.count)
     )
+    if with_request:
+        return int(db.session.execute(upsert).scalar_one()), end
     with db.engine.begin() as conn:
-        return int(conn.execute(upsert).scalar_one())
+        return int(conn.execute(upsert).scalar_one()), end
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """The limit that refused an attempt, and the count its key reached in the window."""
+
+    key: str
+    limit: RateLimit
+    count: int
+    window_end: datetime
+
+    @property
+    def first(self) -> bool:
+        """Whether this is the key's first refusal in its window: the one worth a record."""
+        return self.count == self.limit.limit + 1
+
+    @property
+    def throttle(self) -> str:
+        """The throttle's name: the key without what it counts (``credentials-ip``)."""
+        return self.key.split(":", 1)[0]
 
 
 #: The counters one attempt was counted on, as ``admit`` returns them for ``release``.
 Counted = list[tuple[str, RateLimit]]
 
 
-def admit(checks: Sequence[tuple[str, RateLimit]]) -> Counted | None:
+def admit(
+    checks: Sequence[tuple[str, RateLimit]],
+    *,
+    refused: Callable[[Refusal], object] | None = None,
+    with_request: bool = False,
+) -> Counted | None:
     """Count one attempt against each (key, limit) in order; None once one is over.
 
     Returns the counted checks, for ``release`` when the attempt turns out not to count
     (a right password). The checks after the first one over are not counted: a refused
     attempt tried nothing, so it must not use up the broader allowances behind it.
+    ``refused`` is told which limit refused (``audit.throttled`` records its first refusal
+    in a window). ``with_request``: counted in the request's transaction (see ``hit``).
     """
     counted = []
     for key, limit in checks:
         counted.append((key, limit))
-        if hit(key, limit) > limit.limit:
+        count, window_end = hit(key, limit, with_request=with_request)
+        if count > limit.limit:
+            if refused is not None:
+                refused(Refusal(key, limit, count, window_end))
             return None
     return counted
 
@@ -106,7 +146,13 @@ def identifier_hash(identifier: str) -> str:
     return hmac.new(key, identifier.encode(), "sha256").hexdigest()[:32]
 
 
-def admit_signin(scope: str, *, identifier: str, address: str | None) -> Counted | None:
+def admit_signin(
+    scope: str,
+    *,
+    identifier: str,
+    address: str | None,
+    refused: Callable[[Refusal], object] | None = None,
+) -> Counted | None:
     """Count one sign-in attempt (``scope``: "credentials" or "email") for ``identifier``
     from ``address``; None when a limit is reached (see ``admit`` and ``_signin_checks``)."""
     conf = current_settings()
@@ -118,7 +164,7 @@ def admit_signin(scope: str, *, identifier: str, address: str | None) -> Counted
         ),
         "email": (conf.email_ip_limit, conf.email_address_ip_limit, conf.email_address_limit),
     }[scope]
-    return admit(_signin_checks(scope, identifier, address, *limits))
+    return admit(_signin_checks(scope, identifier, address, *limits), refused=refused)
 
 
 def _signin_checks(
@@ -145,6 +191,11 @@ def _signin_checks(
         (f"{scope}-ip:{net}", ip_limit),
         (f"{scope}-id:{ident}", identifier_limit),
     ]
+
+
+def client_key(throttle: str) -> str:
+    """The key ``throttle`` counts this request's client under: its address (IPv6: /64)."""
+    return f"{throttle}:{client_network(request.remote_addr)}"
 
 
 def client_network(address: str | None) -> str:

@@ -168,6 +168,8 @@ def webauthn_options(provider_id: str) -> Response | tuple[Response, int]:
     except passkey.RecentSignInRequired:
         url = urls.origin() + reauth.confirm_url(url_for("account.overview") + "#passkeys")
         return jsonify({"error": "RecentSignInRequired", "url": url}), 403
+    except passkey.Throttled:
+        return jsonify({"error": "RateLimited"}), 429
     return jsonify({"action": action, "options": options})
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
+from functools import partial
 
 from webapp.auth import audit, known_browsers, ratelimit
 from webapp.auth.addresses import InvalidAddress, normalize_email
@@ -38,14 +39,13 @@ def complete_credentials_signin(
     ``CredentialsSignin`` when a limit is reached or the hook says no.
     """
     key = f"{provider_id}:{identifier.strip().lower()}"
-    counted = ratelimit.admit_signin("credentials", identifier=key, address=client_address)
+    counted = ratelimit.admit_signin(
+        "credentials",
+        identifier=key,
+        address=client_address,
+        refused=partial(audit.throttled, subject=identifier or None, provider=provider_id),
+    )
     if counted is None:
-        audit.record(
-            audit.Event.THROTTLED,
-            subject=identifier or None,
-            provider=provider_id,
-            error=audit.RATE_LIMITED,
-        )
         raise AuthError("CredentialsSignin", "rate limited")
 
     info = authorize(submitted)

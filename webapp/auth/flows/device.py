@@ -11,6 +11,11 @@ answers. The answer then sets the next poll ``interval`` seconds after it. ``slo
 adds 5 seconds to the interval (§3.5). Once approved, the tokens go through the same
 checks and account rules as a normal callback (``sign_in_with_token``; this grant has
 no nonce).
+
+Each start asks the provider in the app's name and keeps a row, so it is bounded before
+the provider is asked: per client address (``AUTH_DEVICE_IP_LIMIT``), and in all
+(``AUTH_MAX_DEVICE_REQUESTS`` requests in progress). Each new row takes a few expired ones
+with it.
 """
 
 from __future__ import annotations
@@ -22,12 +27,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from flask import request
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, select, update
 
-from webapp.auth import cookies, sealed_cookies
+from webapp.auth import audit, cookies, ratelimit, sealed_cookies
 from webapp.auth.errors import AuthError
 from webapp.auth.flows.oauth import sign_in_with_token
 from webapp.auth.oauth.client import OAuthClient
@@ -36,7 +42,7 @@ from webapp.auth.oauth.metadata import ProviderUnavailable, url_allowed
 from webapp.auth.providers import oauth_client, providers
 from webapp.auth.redirects import safe_callback_url
 from webapp.clock import utcnow
-from webapp.database import autocommit_connection, write_now
+from webapp.database import PRUNE_BATCH, autocommit_connection, delete_at_most, write_now
 from webapp.extensions import db
 from webapp.logsafe import encode
 from webapp.models import DeviceRequest
@@ -117,24 +123,27 @@ def request_device_code(provider_id: str) -> tuple[OAuthClient, DeviceCode]:
     """Ask the provider for a device code. Raises DeviceFlowOff, or AuthError
     ``OAuthSignin`` when the provider does not answer usably."""
     client = _client(provider_id)
-    try:
-        return client, _checked(client, client.request_device_authorization())
-    except ProviderUnavailable as exc:
-        raise AuthError("OAuthSignin", f"{client.id}: device authorization: {exc}") from exc
+    return client, _device_code(client)
 
 
 def start_device_signin(provider_id: str, *, callback_url: str | None) -> DevicePrompt:
     """Ask the provider for a device code; keep the request; queue the handle cookie.
 
-    Raises as ``request_device_code``. A request this browser already had for the
+    Raises as ``request_device_code``, and AuthError ``RateLimited`` before the provider is
+    asked past a limit (``_admit_start``). A request this browser already had for the
     provider is replaced.
     """
-    client, code = request_device_code(provider_id)
+    client = _client(provider_id)
+    _admit_start(client)
+    code = _device_code(client)
     now = utcnow()
     handle = secrets.token_urlsafe(32)
     previous = _handle(client.id)
     if previous is not None:
         db.session.execute(delete(DeviceRequest).where(DeviceRequest.handle_hash == previous))
+    # Expired rows, once their page can no longer say so (the handle's grace).
+    ended = DeviceRequest.expires <= now - timedelta(seconds=HANDLE_GRACE)
+    db.session.execute(delete_at_most(DeviceRequest.id, ended, limit=PRUNE_BATCH))
     row = DeviceRequest(
         handle_hash=_hash(handle),
         provider=client.id,
@@ -157,6 +166,31 @@ def start_device_signin(provider_id: str, *, callback_url: str | None) -> Device
         max_age=max_age,
     )
     return _prompt(client, row)
+
+
+def _admit_start(client: OAuthClient) -> None:
+    """Count this start against the client address's allowance, then check the requests in
+    progress against their cap; raise AuthError ``RateLimited`` past either.
+
+    The cap is checked, not counted: starts in flight together may pass it together, by at
+    most their number (the per-address allowance bounds each client's share).
+    """
+    conf = current_settings()
+    allowance = (ratelimit.client_key("device-ip"), conf.device_ip_limit)
+    refused = partial(audit.throttled, provider=client.id)
+    if ratelimit.admit([allowance], refused=refused) is None:
+        raise AuthError("RateLimited", f"{client.id}: device sign-ins from this address")
+    cap = conf.max_device_requests
+    live = select(DeviceRequest.id).where(DeviceRequest.expires > utcnow()).limit(cap)
+    if db.session.execute(select(func.count()).select_from(live.subquery())).scalar_one() >= cap:
+        raise AuthError("RateLimited", f"{client.id}: {cap} device sign-ins in progress")
+
+
+def _device_code(client: OAuthClient) -> DeviceCode:
+    try:
+        return _checked(client, client.request_device_authorization())
+    except ProviderUnavailable as exc:
+        raise AuthError("OAuthSignin", f"{client.id}: device authorization: {exc}") from exc
 
 
 def wait_for_approval(

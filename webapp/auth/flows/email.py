@@ -18,14 +18,13 @@ too, without a message being sent.
 from __future__ import annotations
 
 import hmac
-import logging
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 
 from sqlalchemy import Row, delete, insert, select, update
 
-from webapp import logsafe
 from webapp.auth import audit, cookies, known_browsers, ratelimit, urls
 from webapp.auth.addresses import InvalidAddress, normalize_email
 from webapp.auth.errors import AuthError
@@ -39,8 +38,6 @@ from webapp.extensions import db
 from webapp.i18n import format_moment, ngettext
 from webapp.models import VerificationToken
 from webapp.settings import current_settings
-
-log = logging.getLogger(__name__)
 
 TOKEN_BYTES = 32
 #: No 0/O or 1/I: the code is read off one screen and typed on another.
@@ -78,12 +75,7 @@ def start_email_signin(
         audit.record(audit.Event.EMAIL_REQUESTED, provider=provider_id, error="EmailSignin")
         raise AuthError("EmailSignin", f"invalid address: {exc}") from None
     answer = urls.auth_url("verify-request", provider=provider_id, type="email")
-    if _throttled(address, ip):
-        # Behind a trusted proxy the address comes from X-Forwarded-For: client text.
-        log.info("e-mail sign-in throttled (ip %s); nothing sent", logsafe.encode(ip))
-        audit.record(
-            audit.Event.THROTTLED, subject=address, provider=provider_id, error=audit.RATE_LIMITED
-        )
+    if _throttled(address, ip, provider_id):
         return answer
 
     conf = current_settings()
@@ -307,14 +299,16 @@ def _refused(provider_id: str, address: str | None = None) -> None:
     )
 
 
-def _throttled(address: str, ip: str | None) -> bool:
-    """Count this request against its limits; say whether one is over (then send nothing).
+def _throttled(address: str, ip: str | None, provider_id: str) -> bool:
+    """Count this request against its limits; say whether one is over (then send nothing;
+    the refusal goes to the log, and its key's first in a window to the audit trail).
 
     Counting before deciding makes the check atomic: of concurrent requests exactly
     ``limit`` pass. A browser that has signed in as the address before has its own
     allowance, so requests from anyone else cannot silence the owner's.
     """
-    return ratelimit.admit_signin("email", identifier=address, address=ip) is None
+    refused = partial(audit.throttled, subject=address, provider=provider_id)
+    return ratelimit.admit_signin("email", identifier=address, address=ip, refused=refused) is None
 
 
 def _keyed_hashes(purpose: str, value: str) -> list[str]:

@@ -6,6 +6,11 @@ party checks before anything is written: state, RFC 9207 ``iss``, the code excha
 ID token (signature and claims), userinfo ``sub``. Any failure is an ``AuthError``
 (``OAuthSignin`` before the browser leaves, ``OAuthCallback`` after); nothing is stored.
 Linking a new identity to an old session needs a fresh sign-in first (``reauth``).
+
+A callback's code is sent to the provider in the app's name, and the check cookies a
+client got once can come back with any number of made-up codes: exchanges are counted per
+client address before the provider is asked (``AUTH_OAUTH_IP_LIMIT``), and one that
+succeeds gives its count back.
 """
 
 from __future__ import annotations
@@ -14,12 +19,13 @@ import hmac
 import re
 import secrets
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, TypeVar
 
 from authlib.common.urls import add_params_to_uri
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
 
-from webapp.auth import reauth, urls
+from webapp.auth import audit, ratelimit, reauth, urls
 from webapp.auth.addresses import address_or_none
 from webapp.auth.errors import AuthError
 from webapp.auth.flows.finish import finish_signin
@@ -32,6 +38,7 @@ from webapp.auth.oauth.metadata import ProviderUnavailable
 from webapp.auth.redirects import is_safe_callback_url
 from webapp.auth.second_factor import MFA
 from webapp.auth.sessions import ProviderSession, current_session
+from webapp.settings import current_settings
 
 #: Parameters the flow sets itself; the same names on the POST URL are ignored.
 _RESERVED_PARAMS = frozenset(
@@ -121,7 +128,10 @@ def complete_oauth_callback(
     if not auth_code:
         raise AuthError("OAuthCallback", f"{client.id}: no code in callback")
 
+    counted = _admit_exchange(client)
     token = _callback_step(client, lambda: client.exchange(auth_code, stored.pkce))
+    # The provider took the code: a real sign-in, not a guess.
+    ratelimit.release(counted)
     return sign_in_with_token(
         client, token, nonce=stored.nonce, form=form, callback_url=stored.callback_url
     )
@@ -199,6 +209,16 @@ def _provider_session(
     )
 
 
+def _admit_exchange(client: OAuthClient) -> ratelimit.Counted:
+    """Count a code exchange against the client address's allowance; raise AuthError
+    ``RateLimited`` past it, before the provider is asked."""
+    allowance = (ratelimit.client_key("oauth-ip"), current_settings().oauth_ip_limit)
+    counted = ratelimit.admit([allowance], refused=partial(audit.throttled, provider=client.id))
+    if counted is None:
+        raise AuthError("RateLimited", f"{client.id}: code exchanges from this address")
+    return counted
+
+
 def _callback_step(client: OAuthClient, step: Callable[[], T]) -> T:
     """Run one exchange with the provider; its unavailability is ``OAuthCallback``."""
     try:
@@ -240,9 +260,13 @@ def _check_iss(client: OAuthClient, iss: str | None) -> None:
     advertised = document.get("authorization_response_iss_parameter_supported") is True
     if iss is None and not advertised:
         return
-    # Entra's common endpoint answers with the person's tenant in place of {tenantid}.
+    # Entra's common endpoint answers with the person's tenant in place of {tenantid}. The
+    # tenant is possessive (++): it runs to the next character that cannot be in one, as in
+    # every issuer with a tenant ("…/{tenantid}/v2.0"), and is never given back, so a
+    # made-up iss is refused in one pass; given back, an issuer with two tenants took time
+    # quadratic in the iss's length.
     expected = str(document["issuer"])
-    pattern = re.escape(expected).replace(re.escape("{tenantid}"), "[0-9A-Za-z-]+")
+    pattern = re.escape(expected).replace(re.escape("{tenantid}"), "[0-9A-Za-z-]++")
     if iss is None or not re.fullmatch(pattern, iss):
         raise AuthError("OAuthCallback", f"{client.id}: iss {iss!r} is not our issuer")
 

@@ -11,20 +11,23 @@ The protocol's checks (``passkey_protocol``, py_webauthn) are imported by the fu
 that run a ceremony, at the first one: about 5 MB that most server workers never need.
 
 Every answer first spends its challenge (``passkey_challenges.take``, committed on its
-own), so a refused attempt cannot be tried again; a refusal writes nothing else.
+own), so a refused attempt cannot be tried again; a refusal writes nothing else. Options
+and answers are each counted per client address first (``AUTH_PASSKEY_IP_LIMIT``), so no
+client spends challenges, each a row, without bound.
 """
 
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any
 
 from flask import url_for
 from sqlalchemy import select
 
-from webapp.auth import audit, notices, pending_signin, reauth, urls
+from webapp.auth import audit, notices, pending_signin, ratelimit, reauth, urls
 from webapp.auth.aaguids import provider_name
-from webapp.auth.errors import AccountError, AuthError
+from webapp.auth.errors import AccountError, AuthError, CodedError
 from webapp.auth.flows.finish import finish_signin
 from webapp.auth.flows.second_factor import pass_with_passkey
 from webapp.auth.passkey_challenges import issue, take
@@ -42,6 +45,7 @@ from webapp.clock import utcnow
 from webapp.extensions import db
 from webapp.i18n import gettext, ngettext
 from webapp.models import Authenticator, User
+from webapp.settings import current_settings
 
 log = logging.getLogger(__name__)
 
@@ -72,15 +76,22 @@ class RecentSignInRequired(Exception):
     """Adding a passkey needs a recent sign-in; the person confirms first."""
 
 
+class Throttled(Exception):
+    """Too many passkey options from this client address (``AUTH_PASSKEY_IP_LIMIT``)."""
+
+
 def options(action: str, session: AuthSession | None) -> dict[str, Any]:
     """Return the options for ``action`` (``authenticate`` or ``register``) and queue the
     challenge's cookie. Raises ``InvalidAction`` for another action, ``PasskeysUnavailable``,
-    and for ``register`` ``SessionRequired`` or ``RecentSignInRequired``."""
+    and for ``register`` ``SessionRequired`` or ``RecentSignInRequired``; ``Throttled``
+    past the client address's allowance."""
     if action not in ACTIONS:
         raise InvalidAction(action)
     rp = relying_party()
     if rp is None:
         raise PasskeysUnavailable()
+    if not _admitted("options"):
+        raise Throttled()
     from webapp.auth import passkey_protocol as protocol  # at the first ceremony
 
     if action == AUTHENTICATE:
@@ -116,7 +127,7 @@ def complete_authentication(*, data: str, callback_url: str | None) -> str:
     cloned authenticator).
     """
     rp = _relying_party_or(AuthError("PasskeySignin", "passkeys unavailable at this host"))
-    challenge = take(AUTHENTICATE)
+    challenge = _take(AUTHENTICATE, AuthError("RateLimited", "passkey answers from this address"))
     if challenge is None:
         raise AuthError("PasskeySignin", "no challenge: missing, expired or spent")
     from webapp.auth import passkey_protocol as protocol  # at the first ceremony
@@ -192,7 +203,7 @@ def complete_registration(*, data: str, name: str) -> str:
     rp = _relying_party_or(
         AccountError("PasskeyNotAdded", gettext("Passkeys cannot be used here."))
     )
-    challenge = take(_register_binding(session.user.id))
+    challenge = _take(_register_binding(session.user.id), AccountError("RateLimited"))
     if challenge is None:
         raise AccountError(
             "PasskeyNotAdded",
@@ -232,6 +243,23 @@ def complete_registration(*, data: str, name: str) -> str:
     )
     notices.method_changed(session.user.id, added=True)
     return urls.origin() + url_for("account.overview", _anchor="passkeys")
+
+
+def _admitted(step: str) -> bool:
+    """Count this ceremony step (``options`` or ``answer``) against the client address's
+    allowance; whether it is within. Before the request's first database use (SQLite: the
+    counter's own connection would wait for the request's write lock)."""
+    allowance = (ratelimit.client_key(f"passkey-{step}-ip"), current_settings().passkey_ip_limit)
+    refused = partial(audit.throttled, provider=PROVIDER_ID)
+    return ratelimit.admit([allowance], refused=refused) is not None
+
+
+def _take(bound_to: str, refused: CodedError) -> bytes | None:
+    """Spend this browser's challenge (``take``) if the client address's allowance of
+    answers admits it; raise ``refused`` past it, having spent nothing."""
+    if not _admitted("answer"):
+        raise refused
+    return take(bound_to)
 
 
 def _register_binding(user_id: int) -> str:
