@@ -106,6 +106,9 @@ class NodeOP:
     lists the token endpoint polls. The provider advertises ``interval`` DEVICE_INTERVAL and
     answers slow_down to a pending code polled sooner than its interval after the previous
     poll (see tests/op/server.mjs).
+
+    Introspection: ``introspection_requests`` lists the requests that sent a given token,
+    with the provider's answer's status.
     """
 
     def __init__(self, workdir: Path) -> None:
@@ -563,6 +566,18 @@ class NodeOP:
         return dict(response.json())
 
     # -- other applications' view of the provider ------------------------------------------
+
+    def introspection_requests(self, token: str) -> list[dict[str, Any]]:
+        """The introspection requests that sent ``token`` so far, oldest first (from the
+        app or ``introspect``): dicts with client_id, status (the provider's HTTP status)
+        and error (its OAuth error code, or None)."""
+        digest = hashlib.sha256(token.encode()).hexdigest()
+        found = requests.get(self.issuer + "/__test/introspection", timeout=10).json()
+        return [
+            {k: v for k, v in r.items() if k != "token_sha256"}
+            for r in found
+            if r["token_sha256"] == digest
+        ]
 
     def introspect(self, token: str, client_id: str = "op-basic") -> dict[str, Any]:
         """The provider's RFC 7662 answer about ``token``, asked by ``client_id`` (which

@@ -1,15 +1,18 @@
 """API callers signed in by a provider's access token (``Authorization: Bearer``).
 
 Against the real oidc-provider: opaque tokens checked by introspection (accepted, refused,
-cached, the provider down), RFC 9068 JWT access tokens checked locally, and the start-up
-checks of the configuration. A bearer signs one request in: no session row, no cookie,
-and it never opens what needs a browser session (the account pages, stored tokens).
+cached, the provider down), JWTs it will not introspect (refused and cached, not an
+outage), RFC 9068 JWT access tokens checked locally, and the start-up checks of the
+configuration. A bearer signs one request in: no session row, no cookie, and it never
+opens what needs a browser session (the account pages, stored tokens).
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import time
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -22,11 +25,11 @@ from freezegun import freeze_time
 
 from webapp.clock import iso_utc
 from webapp.extensions import db
-from webapp.models import Account, Session, User
+from webapp.models import Account, AuthEvent, Session, User
 from webapp.settings import ConfigError
 
 from .helpers import free_port, row_count
-from .oauth_support import API_RESOURCE, APP_ORIGIN, Browser, query_of
+from .oauth_support import API_RESOURCE, APP_ORIGIN, Browser, fake_idp, query_of
 
 pytestmark = pytest.mark.e2e
 
@@ -249,6 +252,51 @@ def test_introspection_answers_are_cached_until_the_ttl(node_op: Any, make_oauth
         assert_refused(api.get("/auth/session", headers=bearer(token)))
 
 
+def unsigned_jwt(claims: dict[str, Any]) -> str:
+    """A JWT with ``alg`` none: anyone can make one, with any claims."""
+    parts = ({"alg": "none", "typ": "JWT"}, claims)
+    encoded = (base64.urlsafe_b64encode(json.dumps(p).encode()).rstrip(b"=") for p in parts)
+    return b".".join(encoded).decode() + "."
+
+
+def test_jwt_shaped_tokens_the_provider_refuses_are_401_and_asked_once_per_ttl(
+    node_op: Any, make_oauth_app: Any
+) -> None:
+    # oidc-provider answers any JWT sent for introspection with 400 unsupported_token_type:
+    # a refusal of that token, not an outage.
+    app = make_oauth_app(
+        [node_op.provider_config("op-basic", accept_bearer_tokens=True, logout="rp-initiated")],
+        AUTH_BEARER_CACHE_TTL="30",
+    )
+    browser, _ = sign_in_for_token(app)
+    # The person's own ID token, as the app itself hands it out when she signs out.
+    signout = browser.client.post("/auth/signout", data={"csrfToken": browser.csrf()})
+    id_token = query_of(signout.headers["Location"])["id_token_hint"]
+    claims = jwt_part(id_token, 1)
+    assert claims["aud"] == "op-basic" and claims["sub"] == "alice" and "nonce" in claims
+    tokens = {"alg=none JWT": unsigned_jwt(claims), "ID token": id_token}
+    api = app.test_client()
+    repeats = 5
+    with freeze_time(datetime.now(UTC), tick=True) as clock:
+        for name, token in tokens.items():
+            answers = [api.get("/auth/session", headers=bearer(token)) for _ in range(repeats)]
+            asked = node_op.introspection_requests(token)
+            assert [a.status_code for a in answers] == [401] * repeats, (name, asked)
+            for answer in answers:
+                assert_refused(answer)
+            # Asked once; the refusal is remembered for the TTL.
+            assert asked == [
+                {"client_id": "op-basic", "status": 400, "error": "unsupported_token_type"}
+            ], name
+
+        # Past the TTL the provider is asked again, once.
+        clock.tick(timedelta(seconds=31))
+        for name, token in tokens.items():
+            assert_refused(api.get("/auth/session", headers=bearer(token)))
+            assert_refused(api.get("/auth/session", headers=bearer(token)))
+            assert len(node_op.introspection_requests(token)) == 2, name
+
+
 def test_provider_that_cannot_be_asked_answers_503(node_op: Any, make_oauth_app: Any) -> None:
     closed = f"http://127.0.0.1:{free_port()}/token/introspection"
     app = make_oauth_app(
@@ -264,6 +312,79 @@ def test_provider_that_cannot_be_asked_answers_503(node_op: Any, make_oauth_app:
         assert response.status_code == 503
         assert response.json["error"] == "ProviderUnavailable"
         assert "WWW-Authenticate" not in response.headers
+
+
+def test_tokens_the_cache_does_not_know_are_counted_per_client_address(
+    node_op: Any, make_oauth_app: Any
+) -> None:
+    # Each made-up token is a request to the provider: a caller sending new ones costs it
+    # at most AUTH_BEARER_IP_LIMIT requests, then gets 429; tokens already answered are
+    # answered from the cache, and another address has its own allowance.
+    app = make_oauth_app(
+        [node_op.provider_config("op-basic", accept_bearer_tokens=True)],
+        AUTH_BEARER_IP_LIMIT="3/15m",
+    )
+    api = app.test_client()
+    run = uuid.uuid4().hex  # the provider is shared by every test: tokens of this run only
+    tokens = [f"made-up-token-{run}-{n}" for n in range(6)]
+    answers = [api.get("/auth/session", headers=bearer(t)) for t in tokens]
+    for answer in answers[:3]:
+        assert_refused(answer)
+    for answer in answers[3:]:
+        assert answer.status_code == 429
+        assert answer.json["error"] == "RateLimited"
+    assert [len(node_op.introspection_requests(t)) for t in tokens] == [1, 1, 1, 0, 0, 0]
+    assert_refused(api.get("/auth/session", headers=bearer(tokens[0])))  # cached
+    assert len(node_op.introspection_requests(tokens[0])) == 1
+    # The limit's first refusal in its window is one audit row, not one per request.
+    assert row_count(app, AuthEvent, type="signin.throttled") == 1
+
+    elsewhere = {"REMOTE_ADDR": "192.0.2.7"}
+    assert_refused(api.get("/auth/session", headers=bearer(tokens[4]), environ_base=elsewhere))
+    assert len(node_op.introspection_requests(tokens[4])) == 1
+
+
+@pytest.mark.parametrize(
+    ("status", "answered"),
+    [(500, 503), (503, 503), (401, 503), (408, 503), (429, 503), ("stall", 503)]
+    + [(400, 401), (403, 401), (404, 401)],
+)
+def test_only_a_failing_provider_is_an_outage_and_only_refusals_are_cached(
+    node_op: Any, make_oauth_app: Any, status: int | str, answered: int
+) -> None:
+    """A 5xx, 408, 429, no answer in time, or 401 (our client credentials refused, RFC
+    7662 §2.3): 503, asked again next time. Any other 4xx refuses the token: 401,
+    remembered for the TTL. A fake endpoint: the real OP cannot be made to answer these."""
+    with fake_idp() as fake:
+
+        def introspection(request: Any) -> tuple[int, dict[str, str], Any]:
+            if status == "stall":
+                time.sleep(1)  # past the read timeout below
+                return 200, {}, {"active": False}
+            assert isinstance(status, int)
+            return status, {}, {"error": "invalid_request"}
+
+        fake.routes["/introspect"] = introspection
+        endpoint = fake.issuer + "/introspect"
+        app = make_oauth_app(
+            [
+                node_op.provider_config(
+                    "op-basic", accept_bearer_tokens=True, introspection_endpoint=endpoint
+                )
+            ],
+            AUTH_BEARER_CACHE_TTL="30",
+            AUTH_HTTP_READ_TIMEOUT="0.2",
+        )
+        api = app.test_client()
+        for _ in range(3):
+            response = api.get("/auth/session", headers=bearer("some-opaque-token"))
+            if answered == 503:
+                assert response.status_code == 503
+                assert response.json["error"] == "ProviderUnavailable"
+                assert "WWW-Authenticate" not in response.headers
+            else:
+                assert_refused(response)
+        assert fake.hits["/introspect"] == (3 if answered == 503 else 1)
 
 
 def test_jwt_access_tokens_are_checked_locally(node_op: Any, make_oauth_app: Any) -> None:

@@ -52,9 +52,13 @@
 //                             provider's backchannel.success/.error event fired)}]
 //   GET  /__test/device       device_code polls so far: [{client_id, at (epoch s), answer
 //                             ("tokens" or the error code)}]
+//   GET  /__test/introspection  introspection requests so far, in order: [{client_id (or
+//                             null), token_sha256 (hex SHA-256 of the token sent), status,
+//                             error (the OAuth error code, or null)}]
 //   POST /__test/device/expire  {"user_code": "..."}: that device code expires now
 //   POST /__test/clients      {"metadata": {...}, "settings": {...}}: registers (or replaces)
 //                             a client at run time; its id must not be a configured one
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
 
@@ -233,6 +237,20 @@ provider.use(async (ctx, next) => {
   }
 });
 
+// Introspection requests, whatever the answer (oidc-provider answers a JWT with 400).
+const introspections = [];
+provider.use(async (ctx, next) => {
+  await next();
+  if (ctx.oidc?.route !== 'introspection') return;
+  const token = ctx.oidc.params?.token;
+  introspections.push({
+    client_id: ctx.oidc.client?.clientId ?? null,
+    token_sha256: typeof token === 'string' ? createHash('sha256').update(token).digest('hex') : null,
+    status: ctx.status,
+    error: ctx.body?.error ?? null,
+  });
+});
+
 function cookie(req, name) {
   for (const part of (req.headers.cookie ?? '').split(';')) {
     const [key, ...value] = part.trim().split('=');
@@ -335,6 +353,7 @@ const testRoutes = {
   'GET /__test/grants': (req, res) => json(res, 200, grants),
   'GET /__test/backchannel': (req, res) => json(res, 200, deliveries),
   'GET /__test/device': (req, res) => json(res, 200, polls),
+  'GET /__test/introspection': (req, res) => json(res, 200, introspections),
   'POST /__test/device/expire': expireDeviceCode,
   'POST /__test/clients': registerClient,
 };

@@ -9,11 +9,15 @@ then signed in as that account's user for its own duration: no session row, no c
 Two ways to check a token (``bearer_tokens``):
 
 - ``introspection`` (default): ask the provider (RFC 7662), authenticating as our client;
-  it must say ``active`` and ``token_type`` Bearer (a refresh token is active too).
-  Answers, positive or not, are kept in a bounded per-process cache keyed by the token's
-  SHA-256, until the token's ``exp`` or ``AUTH_BEARER_CACHE_TTL``, whichever is sooner,
-  so a revoked token may still work that long. An opaque token does
-  not say who issued it, and introspecting it elsewhere would hand it to another
+  it must say ``active`` and ``token_type`` Bearer (a refresh token is active too). A 4xx
+  answer (oidc-provider's 400 ``unsupported_token_type`` for any JWT, such as the person's
+  own ID token) refuses the token too; only no answer, a timeout, a 5xx, 408, 429 or 401
+  (our client credentials refused) is an outage. Answers, positive or not, are kept in a
+  bounded per-process cache under an HMAC of the token, until the token's ``exp`` or
+  ``AUTH_BEARER_CACHE_TTL``, whichever is sooner, so a revoked token may still work that
+  long and a refused one is not asked about again meanwhile; a token the cache does not
+  know is counted per client address first (``AUTH_BEARER_IP_LIMIT``). An opaque token
+  does not say who issued it, and introspecting it elsewhere would hand it to another
   provider: at most one provider may introspect (a start-up error otherwise).
 - ``jwt``: a signed JWT access token (RFC 9068) checked locally: ``typ`` ``at+jwt``, the
   signature against the provider's JWKS, ``iss``, ``aud``, ``exp`` and ``nbf``. Tokens go
@@ -26,8 +30,9 @@ A token that fails answers 401 with ``WWW-Authenticate: Bearer error="invalid_to
 from __future__ import annotations
 
 import base64
-import hashlib
+import hmac
 import json
+import logging
 import re
 import threading
 from collections import OrderedDict
@@ -39,8 +44,11 @@ from typing import Any
 from flask import Flask, current_app, g, request
 from sqlalchemy import bindparam, select
 
+from webapp import logsafe
+from webapp.auth import audit, ratelimit
+from webapp.auth.errors import AccountError
 from webapp.auth.flows.provider_tokens import ProviderDown
-from webapp.auth.oauth.client import OAuthClient
+from webapp.auth.oauth.client import IntrospectionRefused, OAuthClient
 from webapp.auth.oauth.id_token import InvalidIDToken, audiences, verified_claims
 from webapp.auth.oauth.metadata import ProviderUnavailable
 from webapp.auth.providers import oauth_client, providers
@@ -51,6 +59,8 @@ from webapp.clock import iso_utc, utcnow
 from webapp.database import HotSelect
 from webapp.models import Account, User
 from webapp.settings import ConfigError, current_settings
+
+log = logging.getLogger(__name__)
 
 #: Most introspection answers one process keeps (least recently used go first).
 CACHE_ENTRIES = 10_000
@@ -172,9 +182,10 @@ def _check(token: str, clients: list[OAuthClient]) -> tuple[OAuthClient | None, 
         return None, _Verdict(None, None, "no provider takes this token")
     client = introspecting[0]
     cache: _Cache = current_app.extensions[_CACHE_KEY]
-    key = client.id + ":" + hashlib.sha256(token.encode()).hexdigest()
+    key = client.id + ":" + _cache_key(token)
     verdict = cache.get(key)
     if verdict is None:
+        _count_introspection()
         verdict = _introspected(client, token)
         ttl = current_settings().bearer_cache_ttl
         until = utcnow() + ttl
@@ -182,6 +193,22 @@ def _check(token: str, clients: list[OAuthClient]) -> tuple[OAuthClient | None, 
             until = min(until, verdict.expires)
         cache.put(key, verdict, until)
     return client, verdict
+
+
+def _count_introspection() -> None:
+    """Count a token the cache does not know against its client address's allowance
+    before the provider is asked about it: a caller making up tokens costs the provider
+    at most ``AUTH_BEARER_IP_LIMIT`` requests, and then gets 429 ``RateLimited``."""
+    allowance = (ratelimit.client_key("bearer-ip"), current_settings().bearer_ip_limit)
+    if ratelimit.admit([allowance], refused=audit.throttled) is None:
+        raise AccountError("RateLimited")
+
+
+def _cache_key(token: str) -> str:
+    """The token's keyed hash: the cache holds no token, nor a fingerprint of one that
+    could be checked against a token found elsewhere."""
+    key = current_settings().derive_key("bearer-cache")
+    return hmac.new(key, token.encode(), "sha256").hexdigest()
 
 
 def _unverified_issuer(token: str) -> str | None:
@@ -200,7 +227,10 @@ def _unverified_issuer(token: str) -> str | None:
 def _introspected(client: OAuthClient, token: str) -> _Verdict:
     try:
         answer = client.introspect(token)
+    except IntrospectionRefused as exc:
+        return _Verdict(None, None, str(exc))
     except ProviderUnavailable as exc:
+        log.warning("introspection at %s failed: %s", client.id, logsafe.encode(exc))
         raise ProviderDown(client.id) from exc
     if answer["active"] is not True:
         return _Verdict(None, None, "inactive")

@@ -4,8 +4,9 @@ Protocol only: where each endpoint is (configured, else discovered), the keys an
 is checked against, the issuer expected in it, the code exchange, refreshing, revoking and
 introspecting tokens, the device authorization grant, the end-session URL, and
 authenticated JSON fetches. Failures raise ``ProviderUnavailable``
-(``GrantRefused`` for a dead grant, ``InvalidIDToken`` for keys); the flows decide which
-error code that is.
+(``GrantRefused`` for a dead grant, ``IntrospectionRefused`` for a token the introspection
+endpoint will not look at, ``InvalidIDToken`` for keys); the flows decide which error code
+that is.
 """
 
 from __future__ import annotations
@@ -27,6 +28,16 @@ from webapp.auth.oauth.metadata import (
     url_allowed,
 )
 from webapp.settings import Settings
+
+#: 4xx statuses that say nothing about the token: "not now" (the provider timed out or is
+#: throttling us), or 401, our own client authentication refused (RFC 7662 §2.3), a
+#: misconfiguration that would otherwise refuse every good token.
+_NOT_ABOUT_THE_TOKEN = frozenset({401, 408, 429})
+
+
+class IntrospectionRefused(Exception):
+    """The introspection endpoint refused the request (a 4xx, e.g. oidc-provider's 400
+    ``unsupported_token_type`` for any JWT): an answer about this token, not an outage."""
 
 
 class OAuthClient:
@@ -168,9 +179,20 @@ class OAuthClient:
 
     def introspect(self, token: str) -> dict[str, Any]:
         """Return the provider's RFC 7662 answer for an access token; raise
-        ProviderUnavailable when there is no usable one."""
+        IntrospectionRefused for a 4xx (but 401, 408 and 429), ProviderUnavailable when
+        there is no usable answer (no connection, a timeout, a 5xx, 401, 408, 429, anything
+        else)."""
         endpoint = self._required("introspection_endpoint")
         answer = self._post_token("introspect", endpoint, token, "access_token")
+        if 400 <= answer.status_code < 500 and answer.status_code not in _NOT_ABOUT_THE_TOKEN:
+            raise IntrospectionRefused(
+                f"introspection endpoint: HTTP {answer.status_code} {_oauth_error(answer.content)}"
+            )
+        if answer.status_code == 401:
+            raise ProviderUnavailable(
+                "introspection endpoint: HTTP 401, our client authentication was refused"
+                " (check client_id, client_secret and token_endpoint_auth_method)"
+            )
         if answer.status_code != 200:
             raise ProviderUnavailable(f"introspection endpoint: HTTP {answer.status_code}")
         try:
@@ -201,6 +223,16 @@ class OAuthClient:
             allow_insecure=self.config.allow_insecure,
             headers={"Authorization": f"Bearer {access_token}"},
         )
+
+
+def _oauth_error(content: bytes) -> str:
+    """The ``error`` code of an OAuth error answer's JSON body, or "-" (for the log)."""
+    try:
+        body = jsonsafe.loads(content)
+    except ValueError:
+        return "-"
+    error = body.get("error") if isinstance(body, dict) else None
+    return error[:64] if isinstance(error, str) else "-"
 
 
 def _tenant_issuer_matches(configured: str, found: str) -> bool:
