@@ -1,17 +1,28 @@
 """The one clock: the current time in UTC, and how times are written for clients.
 
-Everything that reads the time calls ``utcnow`` (tests freeze it with freezegun), and every
-timestamp the database holds is timezone-aware UTC (``models.UTCDateTime``).
+Everything that reads the time calls ``utcnow``, or ``now_timestamp`` where a POSIX
+timestamp is wanted (JWT claims, the expiry sealed in a cookie); tests freeze both with
+freezegun. Every timestamp the database holds is timezone-aware UTC
+(``models.UTCDateTime``). Durations and intervals (a request's time, a connection's age,
+how long since the JWKS was refetched) are measured with ``time.monotonic`` or
+``time.perf_counter`` instead: they are not readings of the wall clock, and must not jump
+when it is set.
 """
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 
 
 def utcnow() -> datetime:
     """Return the current time, timezone-aware in UTC."""
     return datetime.now(UTC)
+
+
+def now_timestamp() -> float:
+    """Return the current time as POSIX seconds (``time.time()``), as JWT claims count it."""
+    return time.time()
 
 
 def iso_utc(moment: datetime) -> str:

@@ -30,7 +30,6 @@ A token that fails answers 401 with ``WWW-Authenticate: Bearer error="invalid_to
 from __future__ import annotations
 
 import base64
-import hmac
 import json
 import logging
 import re
@@ -57,6 +56,7 @@ from webapp.auth.sessions import AuthUser
 from webapp.caching import mark_personal
 from webapp.clock import iso_utc, utcnow
 from webapp.database import HotSelect
+from webapp.keyed_hashes import keyed_hash
 from webapp.models import Account, User
 from webapp.settings import ConfigError, current_settings
 
@@ -207,8 +207,7 @@ def _count_introspection() -> None:
 def _cache_key(token: str) -> str:
     """The token's keyed hash: the cache holds no token, nor a fingerprint of one that
     could be checked against a token found elsewhere."""
-    key = current_settings().derive_key("bearer-cache")
-    return hmac.new(key, token.encode(), "sha256").hexdigest()
+    return keyed_hash("bearer-cache", token)
 
 
 def _unverified_issuer(token: str) -> str | None:

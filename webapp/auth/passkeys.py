@@ -11,13 +11,13 @@ IP address as RP ID, so on such a host passkeys are not offered at all
 
 from __future__ import annotations
 
-import hmac
 import unicodedata
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from webapp.auth import urls
 from webapp.i18n import gettext
+from webapp.keyed_hashes import keyed_digest
 from webapp.settings import current_settings, is_ip_address
 
 #: What a passkey is called when the person gives no name and its provider is unknown.
@@ -95,8 +95,7 @@ def passkey_texts() -> dict[str, str]:
 def user_handle(user_id: int) -> bytes:
     """The opaque id an authenticator files a user's passkeys under (16 bytes, keyed, so
     it reveals neither the user id nor how many users there are)."""
-    key = current_settings().derive_key("passkey-user-handle")
-    return hmac.new(key, str(user_id).encode(), "sha256").digest()[:16]
+    return keyed_digest("passkey-user-handle", str(user_id))[:16]
 
 
 def clean_name(raw: str) -> str | None:

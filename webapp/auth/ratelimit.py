@@ -13,7 +13,6 @@ audit trail records a throttle once per key and window, not once per request.
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -27,6 +26,7 @@ from webapp.auth import known_browsers
 from webapp.clock import utcnow
 from webapp.database import execute_counting
 from webapp.extensions import db
+from webapp.keyed_hashes import keyed_hash
 from webapp.models import RateLimitCounter
 from webapp.settings import RateLimit, current_settings
 
@@ -142,8 +142,7 @@ def identifier_hash(identifier: str) -> str:
     Keyed, so the counter table is no list of who tried to sign in, and the known-browser
     cookie names nobody.
     """
-    key = current_settings().derive_key("throttle-identifier")
-    return hmac.new(key, identifier.encode(), "sha256").hexdigest()[:32]
+    return keyed_hash("throttle-identifier", identifier, length=32)
 
 
 def admit_signin(

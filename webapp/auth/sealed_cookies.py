@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from webapp.clock import now_timestamp
 from webapp.sealing import b64url_decode, b64url_encode
 from webapp.settings import current_settings
 
@@ -26,7 +26,7 @@ def seal(value: str, *, purpose: str, bound_to: str, max_age: int) -> str:
     """Return ``value`` sealed for ``purpose`` and ``bound_to``, good for ``max_age`` seconds."""
     key = current_settings().derive_key(purpose)
     nonce = os.urandom(_NONCE_BYTES)
-    payload = json.dumps({"v": value, "exp": int(time.time()) + max_age}).encode()
+    payload = json.dumps({"v": value, "exp": int(now_timestamp()) + max_age}).encode()
     sealed = nonce + AESGCM(key).encrypt(nonce, payload, bound_to.encode())
     return b64url_encode(sealed)
 
@@ -48,7 +48,7 @@ def open_sealed(token: str, *, purpose: str, bound_to: str) -> str | None:
             )
         except (InvalidTag, ValueError):
             continue
-        if not isinstance(payload, dict) or payload.get("exp", 0) < time.time():
+        if not isinstance(payload, dict) or payload.get("exp", 0) < now_timestamp():
             return None
         value = payload.get("v")
         return value if isinstance(value, str) else None

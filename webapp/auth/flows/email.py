@@ -36,6 +36,7 @@ from webapp.auth.redirects import safe_callback_url
 from webapp.clock import utcnow
 from webapp.extensions import db
 from webapp.i18n import format_moment, ngettext
+from webapp.keyed_hashes import keyed_hash, keyed_hashes
 from webapp.models import VerificationToken
 from webapp.settings import current_settings
 
@@ -88,9 +89,9 @@ def start_email_signin(
     db.session.execute(
         insert(VerificationToken).values(
             identifier=address,
-            token_hash=_keyed_hashes("email-token", token)[0],
-            code_hash=_keyed_hashes("email-code", code)[0],
-            browser_hash=_keyed_hashes("email-browser", browser)[0],
+            token_hash=keyed_hash("email-token", token),
+            code_hash=keyed_hash("email-code", code),
+            browser_hash=keyed_hash("email-browser", browser),
             expires=expires,
             created_at=now,
             attempts=0,
@@ -124,7 +125,7 @@ def check_email_link(*, provider_id: str, email: str, token: str) -> str:
     found = db.session.execute(
         select(VerificationToken.id).where(
             VerificationToken.identifier == address,
-            VerificationToken.token_hash.in_(_keyed_hashes("email-token", token)),
+            VerificationToken.token_hash.in_(keyed_hashes("email-token", token)),
             VerificationToken.expires > utcnow(),
         )
     ).first()
@@ -146,7 +147,7 @@ def complete_email_link(
         delete(VerificationToken)
         .where(
             VerificationToken.identifier == address,
-            VerificationToken.token_hash.in_(_keyed_hashes("email-token", token)),
+            VerificationToken.token_hash.in_(keyed_hashes("email-token", token)),
         )
         .returning(VerificationToken.expires, VerificationToken.callback_url)
     ).first()
@@ -178,7 +179,7 @@ def complete_email_code(
     row = db.session.execute(
         update(VerificationToken)
         .where(
-            VerificationToken.browser_hash.in_(_keyed_hashes("email-browser", browser)),
+            VerificationToken.browser_hash.in_(keyed_hashes("email-browser", browser)),
             VerificationToken.expires > utcnow(),
             VerificationToken.attempts < max_attempts,
         )
@@ -195,7 +196,7 @@ def complete_email_code(
         raise AuthError("Verification", "no live e-mail sign-in request for this browser")
 
     if any(
-        hmac.compare_digest(row.code_hash or "", h) for h in _keyed_hashes("email-code", cleaned)
+        hmac.compare_digest(row.code_hash or "", h) for h in keyed_hashes("email-code", cleaned)
     ):
         spent = db.session.execute(
             delete(VerificationToken)
@@ -309,14 +310,6 @@ def _throttled(address: str, ip: str | None, provider_id: str) -> bool:
     """
     refused = partial(audit.throttled, subject=address, provider=provider_id)
     return ratelimit.admit_signin("email", identifier=address, address=ip, refused=refused) is None
-
-
-def _keyed_hashes(purpose: str, value: str) -> list[str]:
-    """Return the hex HMAC of ``value`` under the current key, then under previous ones."""
-    return [
-        hmac.new(key, value.encode(), "sha256").hexdigest()
-        for key in current_settings().derive_keys(purpose)
-    ]
 
 
 def link_lifetime() -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ from joserfc.jwk import ECKey, JWKRegistry, OctKey, RSAKey
 
 from webapp import jsonsafe
 from webapp.auth.oauth.metadata import ProviderUnavailable, timeouts
+from webapp.clock import now_timestamp
 from webapp.settings import ConfigError, Settings
 
 METHODS = (
@@ -106,7 +106,7 @@ class _ClientAssertion:
     def __call__(
         self, auth: Any, method: str, uri: str, headers: dict[str, str], body: str
     ) -> tuple[str, dict[str, str], str]:
-        now = int(time.time())
+        now = int(now_timestamp())
         claims = {
             "iss": auth.client_id,
             "sub": auth.client_id,

@@ -10,13 +10,14 @@ key fits it.
 from __future__ import annotations
 
 import hmac
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from joserfc import jws, jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import JWKRegistry
+
+from webapp.clock import now_timestamp
 
 #: Algorithm -> (key type, curve) a verifying key must have.
 ALGORITHMS: dict[str, tuple[str, str | None]] = {
@@ -125,7 +126,7 @@ def _check_claims(
         raise InvalidIDToken(f"azp {azp!r} is not our client_id")
     if len(named) > 1 and azp is None:
         raise InvalidIDToken("several audiences and no azp")
-    now = time.time()
+    now = now_timestamp()
     exp, iat = claims.get("exp"), claims.get("iat")
     if not isinstance(exp, int | float) or exp <= now - leeway:
         raise InvalidIDToken(f"expired or no exp ({exp!r})")

@@ -11,7 +11,6 @@ flow's business: it needs the database.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +19,7 @@ from joserfc import jws
 from joserfc.errors import JoseError
 
 from webapp.auth.oauth.id_token import InvalidIDToken, audiences, verified_claims
+from webapp.clock import now_timestamp
 
 BACKCHANNEL_LOGOUT_EVENT = "http://schemas.openid.net/event/backchannel-logout"
 #: Longest a logout token is accepted after its ``iat`` (docs/constants.md). A provider
@@ -89,7 +89,7 @@ def validate_logout_token(
 
 
 def _check_times(claims: dict[str, Any], leeway: float) -> float:
-    now = time.time()
+    now = now_timestamp()
     iat, exp = claims.get("iat"), claims.get("exp")
     if not isinstance(iat, int | float) or isinstance(iat, bool):
         raise InvalidLogoutToken("iat missing")

@@ -9,7 +9,6 @@ fixes, with the reason beside it.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +18,7 @@ from joserfc import jwt
 from webapp import jsonsafe
 from webapp.auth.oauth.client_auth import PrivateKey
 from webapp.auth.oauth.metadata import ProviderUnavailable
+from webapp.clock import now_timestamp
 
 #: ``fetch(url)``: GET ``url`` with the access token; returns the JSON body.
 Fetch = Callable[[str], Any]
@@ -152,7 +152,7 @@ def apple_client_secret(
     *, team_id: str, key_id: str, client_id: str, key: PrivateKey, audience: str, lifetime: int
 ) -> str:
     """Apple's client secret: an ES256 JWT signed with the team's key (short-lived here)."""
-    now = int(time.time())
+    now = int(now_timestamp())
     return jwt.encode(
         {"alg": "ES256", "kid": key_id},
         {"iss": team_id, "iat": now, "exp": now + lifetime, "aud": audience, "sub": client_id},
