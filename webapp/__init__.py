@@ -25,9 +25,10 @@ from webapp import (
 from webapp.auth.cookies import CSRF_COOKIE, apply_cookies, cookie_name
 from webapp.auth.hooks import AuthHooks
 from webapp.cookie_session import CookieSessionInterface
+from webapp.devserver import dev_server
 from webapp.extensions import csrf, db, login_manager
 from webapp.jsonsafe import JSONProvider
-from webapp.settings import Settings, dev_server, install, load_settings
+from webapp.settings import Settings, install, load_settings
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import WSGIEnvironment
@@ -95,7 +96,7 @@ def create_app(
     would add about 9 MB to every worker (webapp/wsgi.py, which production servers load,
     builds it that way).
     Loaded by ``flask run`` in development without AUTH_URL, the site is at the host and
-    port it serves (``settings.dev_server``).
+    port it serves (``devserver.dev_server``).
     """
     app = App(__name__, instance_relative_config=True)
     Path(app.instance_path).mkdir(parents=True, exist_ok=True)

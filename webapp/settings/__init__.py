@@ -1,0 +1,103 @@
+"""Typed settings: read once at start-up from the environment and the optional TOML file.
+
+``load_settings`` reads each section of settings with its own reader (``core``,
+``database``, ``providers``, ``pages``, ``passkeys``, ``email``, ``audit``, ``sessions``)
+and puts them together in one frozen ``Settings`` (``model``). A bad setting stops start-up
+with a ``ConfigError`` whose message names the setting or provider at fault; secrets never
+appear in that message.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from webapp.settings.audit import read_audit
+from webapp.settings.core import (
+    LOOPBACK_HOSTS,
+    is_ip_address,
+    is_loopback_url,
+    read_environment,
+    read_secrets,
+    read_site,
+)
+from webapp.settings.database import read_database
+from webapp.settings.email import read_email
+from webapp.settings.model import (
+    Brand,
+    ConfigError,
+    RateLimit,
+    Settings,
+    TrustedProxies,
+    current_settings,
+    install,
+)
+from webapp.settings.pages import read_pages
+from webapp.settings.passkeys import read_passkeys
+from webapp.settings.providers import read_provider_bounds, read_providers
+from webapp.settings.sessions import read_sessions
+from webapp.settings.sources import Sources
+
+if TYPE_CHECKING:
+    from webapp.devserver import DevServer
+
+__all__ = [
+    "LOOPBACK_HOSTS",
+    "Brand",
+    "ConfigError",
+    "RateLimit",
+    "Settings",
+    "TrustedProxies",
+    "current_settings",
+    "install",
+    "is_ip_address",
+    "is_loopback_url",
+    "load_settings",
+]
+
+
+def load_settings(
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    instance_path: str | os.PathLike[str] = "instance",
+    served: DevServer | None = None,
+) -> Settings:
+    """Build the settings from the environment, the TOML file and explicit overrides.
+
+    Precedence, lowest first: built-in defaults, the TOML file's ``[auth]`` table, the
+    environment, ``overrides`` (used by tests and embedding applications). ``served``:
+    where ``flask run`` serves (``webapp.devserver.dev_server()``); in development without
+    AUTH_URL, the site's address is taken from it.
+    """
+    sources = Sources.read(environ, overrides)
+    instance = Path(instance_path)
+    env = read_environment(sources)
+    development = env == "development"
+    keys = read_secrets(sources, development, instance)
+    site = read_site(sources, development, served)
+    auth_url: str = site["auth_url"]
+    database = read_database(sources, instance)
+    providers = read_providers(sources, development)
+    pages = read_pages(sources)
+    passkeys = read_passkeys(sources, development, auth_url)
+    bounds = read_provider_bounds(sources)
+    email = read_email(sources, auth_url, instance)
+    # Notices go wherever mail can be delivered: a mail server, or the development outbox.
+    audit = read_audit(sources, can_mail=email["email_server"] is not None or development)
+    return Settings(
+        env=env,
+        config_path=sources.config_path,
+        **keys,
+        **site,
+        **database,
+        **providers,
+        **pages,
+        **passkeys,
+        **bounds,
+        **email,
+        **audit,
+        **read_sessions(sources),
+    )

@@ -1,0 +1,206 @@
+"""The core settings: the environment, the secrets, and the address the site answers at.
+
+Every other section may depend on these (development defaults, AUTH_URL's host), so they
+are read first. Development works with none of them given; production needs AUTH_SECRET
+and AUTH_URL.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import secrets
+from ipaddress import ip_network
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from webapp.settings.model import ConfigError, TrustedProxies
+from webapp.settings.parsers import opt_str, parse_bool
+from webapp.settings.sources import Sources
+
+if TYPE_CHECKING:
+    from webapp.devserver import DevServer
+
+log = logging.getLogger(__name__)
+
+ENVIRONMENTS = ("development", "production")
+#: The development AUTH_URL when none is given: ``localhost`` (a domain name, so passkeys
+#: work; browsers refuse an IP address as their relying party) on the port ``flask run``
+#: serves (its default when another server runs the app).
+DEV_AUTH_URL = "http://localhost:{port}/auth"
+DEV_PORT = 5000
+MIN_SECRET_LENGTH = 32
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+
+
+def read_environment(sources: Sources) -> str:
+    env = str(sources.get("APP_ENV", "env") or "production").strip().lower()
+    if env not in ENVIRONMENTS:
+        raise ConfigError(f"APP_ENV must be one of {', '.join(ENVIRONMENTS)}; got {env!r}")
+    return env
+
+
+def read_secrets(sources: Sources, development: bool, instance_path: Path) -> dict[str, Any]:
+    secret = opt_str(sources.get("AUTH_SECRET", "secret"))
+    if secret is None:
+        if not development:
+            raise ConfigError(
+                "AUTH_SECRET is required outside development: set it to at least "
+                f'{MIN_SECRET_LENGTH} random bytes, e.g. `python -c "import secrets; '
+                'print(secrets.token_urlsafe(48))"`'
+            )
+        secret = _development_secret(instance_path)
+    if len(secret) < MIN_SECRET_LENGTH:
+        raise ConfigError(f"AUTH_SECRET must be at least {MIN_SECRET_LENGTH} characters long")
+    previous = tuple(
+        s.strip() for s in str(sources.get("AUTH_PREVIOUS_SECRETS") or "").split(",") if s.strip()
+    )
+    return {"secret": secret, "previous_secrets": previous}
+
+
+def read_site(sources: Sources, development: bool, served: DevServer | None) -> dict[str, Any]:
+    """AUTH_URL, and the proxies and host names requests for it may come through."""
+    auth_url = opt_str(sources.get("AUTH_URL", "url"))
+    # Development without AUTH_URL under a server whose port is unknown (not `flask run`):
+    # links follow the loopback name and port the browser used (webapp.auth.urls).
+    auth_url_from_request = auth_url is None and served is None
+    if auth_url is None:
+        if not development:
+            raise ConfigError(
+                "AUTH_URL is required outside development, e.g. https://example.com/auth"
+            )
+        auth_url = _development_auth_url(served)
+    auth_url = _validate_auth_url(auth_url)
+    if development and served is not None:
+        _warn_if_served_elsewhere(auth_url, served)
+    trusted_proxies = _parse_trusted_proxies(
+        sources.get("AUTH_TRUSTED_PROXIES", "trusted_proxies"),
+        parse_bool("AUTH_TRUST_HOST", sources.get("AUTH_TRUST_HOST", "trust_host")),
+    )
+    return {
+        "auth_url": auth_url,
+        "auth_url_from_request": auth_url_from_request,
+        "trusted_proxies": trusted_proxies,
+        "allowed_hosts": _parse_hosts(sources.get("AUTH_ALLOWED_HOSTS", "allowed_hosts")),
+    }
+
+
+def _development_secret(instance_path: Path) -> str:
+    """Return a secret kept in the instance folder, so development restarts keep sessions."""
+    path = instance_path / "dev-auth-secret"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    log.warning("AUTH_SECRET is not set: generated one in %s (development only)", path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(secrets.token_urlsafe(48))
+    return path.read_text().strip()
+
+
+def _development_auth_url(served: DevServer | None) -> str:
+    """AUTH_URL in development when none is given: where ``flask run`` serves, by name."""
+    if served is None:
+        return DEV_AUTH_URL.format(port=DEV_PORT)
+    if served.port == 0:
+        raise ConfigError(
+            "flask run --port 0 picks its port after the app has started, so links could not "
+            "name it: give the port (--port 5002) or set AUTH_URL"
+        )
+    return served.url()
+
+
+def _warn_if_served_elsewhere(auth_url: str, served: DevServer) -> None:
+    """A development AUTH_URL naming another port than the one served: links and redirects
+    lead there. Right behind a proxy or port mapping; a mistake otherwise."""
+    parts = urlsplit(auth_url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    if port != served.port and served.port != 0:
+        log.warning(
+            "AUTH_URL is %s but this server listens on port %d: every link and redirect "
+            "leads to port %d. Right if a proxy or port mapping forwards it here; otherwise "
+            "unset AUTH_URL (development then uses %s) or correct it",
+            auth_url,
+            served.port,
+            port,
+            served.url(),
+        )
+
+
+def _validate_auth_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(f"AUTH_URL must be an absolute http(s) URL; got {url!r}")
+    if parts.query or parts.fragment or parts.username or parts.password:
+        raise ConfigError("AUTH_URL must not carry a query, fragment or user information")
+    path = parts.path.rstrip("/")
+    return f"{parts.scheme}://{parts.netloc.lower()}{path}"
+
+
+def is_loopback_url(url: str) -> bool:
+    """Return whether ``url`` points at this machine (plain http is tolerated there)."""
+    return (urlsplit(url).hostname or "") in LOOPBACK_HOSTS
+
+
+def _parse_trusted_proxies(value: Any, trust_host: bool | None) -> TrustedProxies:
+    """Parse ``AUTH_TRUSTED_PROXIES``: a hop count (``1``) or addresses and networks.
+
+    ``AUTH_TRUST_HOST=true`` without it keeps its old meaning, narrowed: one proxy hop,
+    believed for the client's address and scheme only (never for the host).
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return TrustedProxies(hops=1) if trust_host else TrustedProxies()
+    items = value if isinstance(value, list) else str(value).split(",")
+    text = [str(item).strip() for item in items if str(item).strip()]
+    if len(text) == 1 and text[0].isdigit():
+        hops = int(text[0])
+        if hops > 10:
+            raise ConfigError(f"AUTH_TRUSTED_PROXIES: {hops} hops is not a set-up (at most 10)")
+        return TrustedProxies(hops=hops)
+    networks = []
+    for item in text:
+        try:
+            networks.append(ip_network(item, strict=False))
+        except ValueError:
+            raise ConfigError(
+                "AUTH_TRUSTED_PROXIES must be a number of proxy hops (e.g. 1) or proxy "
+                f"addresses and networks (e.g. 127.0.0.1/32,10.0.0.0/8); got {item!r}"
+            ) from None
+    return TrustedProxies(networks=tuple(networks))
+
+
+_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+_HOST_RE = re.compile(rf"^(?:{_LABEL}\.)*{_LABEL}$")
+
+
+def _parse_hosts(value: Any) -> tuple[str, ...]:
+    """Parse ``AUTH_ALLOWED_HOSTS``: host names (no scheme, no port), comma-separated."""
+    if value is None:
+        return ()
+    items = value if isinstance(value, list) else str(value).split(",")
+    hosts = []
+    for item in items:
+        host = str(item).strip().lower().rstrip(".")
+        if not host:
+            continue
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        if not (_HOST_RE.fullmatch(host) or is_ip_address(host)):
+            raise ConfigError(
+                f"AUTH_ALLOWED_HOSTS takes host names without scheme or port; got {item!r}"
+            )
+        hosts.append(host)
+    return tuple(hosts)
+
+
+def is_ip_address(text: str) -> bool:
+    """Whether ``text`` is an IPv4 or IPv6 address (not a name, not a network)."""
+    try:
+        ip_network(text)
+    except ValueError:
+        return False
+    return "/" not in text
