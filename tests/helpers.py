@@ -1,6 +1,7 @@
 """Plain helpers shared by the tests (their fixtures are in conftest.py).
 
 ``free_port`` finds a loopback port nobody listens on; ``row_count`` counts rows;
+``hearing_of_new_rows`` listens to the signals of new users and accounts;
 ``demo_sign_in`` and ``AuthActions`` sign a test client in through the real routes with
 the development demo credentials; ``NewSession`` is what the ``session_factory`` fixture
 returns.
@@ -24,7 +25,9 @@ import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
 
+from webapp.auth.hooks import account_linked, user_created
 from webapp.extensions import db
+from webapp.models import Account, User
 
 DEMO_EMAIL = "ann@example.com"
 DEMO_PASSWORD = "demo"
@@ -42,6 +45,26 @@ def row_count(app: Flask, model: Any, **filters: Any) -> int:
     with app.app_context():
         query = sa.select(sa.func.count()).select_from(model).filter_by(**filters)
         return int(db.session.execute(query).scalar_one())
+
+
+@contextmanager
+def hearing_of_new_rows(app: Flask) -> Iterator[list[tuple[str, int]]]:
+    """Listen to ``user_created`` and ``account_linked`` meanwhile: each as heard, with how
+    many rows of its kind were committed then (``row_count`` reads in a session and on a
+    connection of its own)."""
+    heard: list[tuple[str, int]] = []
+
+    def on_user_created(_sender: Any, **_: Any) -> None:
+        heard.append(("user_created", row_count(app, User)))
+
+    def on_account_linked(_sender: Any, **_: Any) -> None:
+        heard.append(("account_linked", row_count(app, Account)))
+
+    with (
+        user_created.connected_to(on_user_created),
+        account_linked.connected_to(on_account_linked),
+    ):
+        yield heard
 
 
 def demo_sign_in(

@@ -40,7 +40,7 @@ from webapp.auth.flows import device as device_flow
 from webapp.extensions import db
 from webapp.models import Account, DeviceRequest, Session, User
 
-from .helpers import free_port
+from .helpers import free_port, hearing_of_new_rows
 from .oauth_support import (
     APP_ORIGIN,
     DEVICE_GRANT,
@@ -1249,6 +1249,27 @@ def test_cli_denied_or_expired_fails_clearly(
     assert message in result.output
     assert "Signed in" not in result.output
     assert table(app, Session) == [] and table(app, User) == []
+
+
+def test_cli_tells_of_the_new_user_and_account_once_committed(
+    app: Flask, node_op: NodeOP, login_cli: Any
+) -> None:
+    with hearing_of_new_rows(app) as heard:
+        result = login_cli(["op-device"], lambda code: node_op.approve_device(code, "alice"))
+    assert result.exit_code == 0, result.output
+    assert heard == [("user_created", 1), ("account_linked", 1)]
+
+
+def test_cli_sign_in_the_hook_refuses_tells_of_no_user_or_account(
+    app: Flask, node_op: NodeOP, login_cli: Any
+) -> None:
+    app.extensions["webapp.hooks"].signin = lambda **_: False
+    with hearing_of_new_rows(app) as heard:
+        result = login_cli(["op-device"], lambda code: node_op.approve_device(code, "alice"))
+    assert result.exit_code == 1
+    assert "Error: sign-in refused: AccessDenied" in result.output
+    assert heard == []
+    assert table(app, User) == [] and table(app, Account) == []
 
 
 def test_cli_refuses_providers_without_device_flow(app: Flask, login_cli: Any) -> None:

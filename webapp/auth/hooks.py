@@ -29,9 +29,11 @@ signed_out = _signals.signal("signed-out")
 #: Sent with ``provider``, ``session_ids`` and ``user_ids`` after a provider's back-channel
 #: logout deleted sessions (both lists may be empty: nothing matched).
 provider_signed_out = _signals.signal("provider-signed-out")
-#: Sent with ``user`` (the new User row) when a user is created.
+#: Sent with ``user`` (the new User row) once a new user is committed; not when the
+#: sign-in that made it is refused (its rows are discarded).
 user_created = _signals.signal("user-created")
-#: Sent with ``user`` and ``account`` when an account is linked to a user.
+#: Sent with ``user`` and ``account`` once an account newly linked to a user is committed;
+#: not when the sign-in that linked it is refused.
 account_linked = _signals.signal("account-linked")
 #: Sent with ``user`` and ``session`` (the session JSON payload) when a session is read.
 session_read = _signals.signal("session-read")

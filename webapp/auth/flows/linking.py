@@ -8,7 +8,10 @@ OAuthAccountNotLinked; a verified address nobody owns makes a new user, who take
 any unverified holders; an unverified address always makes a new user of its own, so it
 can neither pre-hijack the owner's account nor tell a prober that the owner exists.
 Unique constraints decide races: when two first sign-ins of one identity or one verified
-address run at once, the loser of the INSERT finds the winner's rows instead.
+address run at once, the loser of the INSERT finds the winner's rows instead. The
+``user_created`` and ``account_linked`` signals are queued for what the savepoint kept and
+sent once the request commits it: never for rows that a lost race, the sign-in hook's
+refusal or a failed request discards.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from urllib.parse import urlsplit
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
+from webapp import transactions
 from webapp.auth import audit, notices
 from webapp.auth.addresses import address_or_none
 from webapp.auth.errors import AuthError
@@ -84,12 +88,23 @@ def resolve_user(
             if attempt == 1:
                 raise AuthError(create_error, f"integrity error creating user: {exc.orig}") from exc
         else:
+            _announce_once_committed(resolved)
             if resolved.is_new_account and not resolved.is_new_user and provider_type != "email":
                 # A new way into an existing account. (E-mail sign-in follows from the
                 # address the message went to: no news to its owner.)
                 notices.method_changed(resolved.user.id, provider=provider, added=True)
             return resolved
     raise AssertionError("unreachable")
+
+
+def _announce_once_committed(resolved: Resolved) -> None:
+    """Queue the signals for the user and account ``resolved`` created (none for rows that
+    were already there)."""
+    user, account = resolved.user, resolved.account
+    if resolved.is_new_user:
+        transactions.on_commit(lambda: user_created.send(user=user))
+    if resolved.is_new_account:
+        transactions.on_commit(lambda: account_linked.send(user=user, account=account))
 
 
 def _resolve_once(
@@ -150,7 +165,6 @@ def _resolve_once(
     if verified and email:
         _withdraw_unverified_claims(email, owner=user)
     audit.record(audit.Event.ACCOUNT_CREATED, user_id=user.id, provider=provider)
-    user_created.send(user=user)
     return _link(user, provider, provider_type, subject, tokens, is_new_user=True)
 
 
@@ -200,7 +214,6 @@ def _link(
         provider=provider,
         detail={"account": account.id, "type": provider_type},
     )
-    account_linked.send(user=user, account=account)
     return Resolved(user, account, is_new_user=is_new_user, is_new_account=True)
 
 
