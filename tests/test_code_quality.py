@@ -1,12 +1,16 @@
-"""The code passes its own linters: ruff (lint and format) on everything, mypy on the app."""
+"""The code passes its own linters: ruff (lint and format) on everything, mypy on the app;
+and its text points only at documents the repository holds."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+#: A section of a specification the repository does not hold; docs/ is the contract.
+OUTSIDE_REFERENCE = re.compile(r"spec\s*§|behaviou?r\.md", re.IGNORECASE)
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -28,3 +32,24 @@ def test_ruff_format():
 def test_mypy():
     result = run("mypy", "webapp")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_no_reference_to_a_document_outside_the_repository():
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
+    ).stdout.decode()
+    found = []
+    for name in filter(None, tracked.split("\0")):
+        path = ROOT / name
+        if not path.is_file():  # deleted in the working tree
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:  # not text
+            continue
+        found += [
+            f"{name}:{number}"
+            for number, line in enumerate(text.splitlines(), start=1)
+            if OUTSIDE_REFERENCE.search(line)
+        ]
+    assert found == [], "point at docs/ instead: " + ", ".join(found)

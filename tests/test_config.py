@@ -1,4 +1,5 @@
-"""Start-up configuration (spec §1): defaults, the TOML file, and clear errors."""
+"""Start-up configuration: defaults (docs/constants.md), the TOML file, and clear errors
+(docs/errors.md, "Start-up errors")."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import click
 import pytest
 
 from webapp import create_app
-from webapp.settings import ConfigError, DevServer, dev_server, load_settings
+from webapp.devserver import DevServer, dev_server
+from webapp.settings import ConfigError, load_settings
 
 SECRET = "s" * 40
 #: An app behind a transaction pooler (PgBouncer on "pooler").

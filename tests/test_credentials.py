@@ -1,4 +1,5 @@
-"""Credentials sign-in (spec §6): the authorize hook, database sessions, rate limits, hooks."""
+"""Credentials sign-in (docs/credentials.md): the authorize hook, database sessions, rate
+limits, hooks and signals."""
 
 from __future__ import annotations
 

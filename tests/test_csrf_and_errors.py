@@ -1,4 +1,4 @@
-"""CSRF on state-changing POSTs, and error routing (spec §4)."""
+"""CSRF on state-changing POSTs, and error routing (docs/errors.md)."""
 
 from __future__ import annotations
 

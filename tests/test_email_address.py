@@ -1,4 +1,5 @@
-"""E-mail address normalisation (spec §5): one table of accepted and refused inputs."""
+"""E-mail address normalisation (docs/email.md, "Address rules"): one table of accepted and
+refused inputs."""
 
 from __future__ import annotations
 

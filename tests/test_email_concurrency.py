@@ -1,4 +1,5 @@
-"""One link, many simultaneous POSTs on PostgreSQL: exactly one session (spec §5)."""
+"""One link, many simultaneous POSTs on PostgreSQL: exactly one session (docs/email.md,
+"Opening the link: GET shows, POST spends")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""E-mail links (spec §5): scanner-safe landing, single use, 24-hour life, users and secrets."""
+"""E-mail links (docs/email.md, "The link"): scanner-safe landing, single use, 24-hour life,
+users and secrets."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""OpenID Connect sign-in against a real provider (oidc-provider on loopback), spec §7."""
+"""OpenID Connect sign-in against a real provider (oidc-provider on loopback), docs/oauth.md."""
 
 from __future__ import annotations
 
@@ -203,7 +203,7 @@ def test_parallel_tabs_all_complete(node_op: Any, make_oauth_app: Any) -> None:
     assert len(rows(app, User)) == 1
 
 
-# -- account linking (spec §7) ---------------------------------------------------------
+# -- account linking (docs/oauth.md, "Account linking") --------------------------------
 
 
 def test_known_account_signs_in_its_user(node_op: Any, make_oauth_app: Any) -> None:

@@ -1,4 +1,5 @@
-"""ID token and callback validation against a provider the tests control (spec §7)."""
+"""ID token and callback validation against a provider the tests control (docs/oauth.md,
+"The callback" and "ID token validation")."""
 
 from __future__ import annotations
 

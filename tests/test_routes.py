@@ -1,4 +1,4 @@
-"""Route shapes, status codes and headers of every auth action (spec §2)."""
+"""Route shapes, status codes and headers of every auth action (docs/routes.md)."""
 
 from __future__ import annotations
 

@@ -1403,7 +1403,8 @@ def test_sessions_from_before_the_migration_count_from_their_creation(
 
 # -- trust_provider_mfa: an identity provider's own second factor -------------------------
 
-#: The amr values by which a provider says it checked more than a password (the spec's).
+#: The amr values by which a provider says it checked more than a password (docs/security.md,
+#: "Trusting the identity provider's second factor").
 PROVIDER_MFA = ["mfa", "mca", "hwk", "otp", "sc", "pop"]
 
 

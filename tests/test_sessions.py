@@ -1,4 +1,5 @@
-"""Database sessions (spec §3): cookies, lifetime, update age, expiry, hashing at rest."""
+"""Database sessions (docs/sessions-and-cookies.md): cookies, lifetime, update age, expiry,
+hashing at rest."""
 
 from __future__ import annotations
 
