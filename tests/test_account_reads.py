@@ -16,7 +16,7 @@ from babel.dates import format_datetime, format_skeleton
 from flask import Flask
 
 from webapp import i18n
-from webapp.account import flows, two_factor
+from webapp.account.flows import account_page, two_factor
 from webapp.auth import audit
 from webapp.database import read_together
 from webapp.extensions import db
@@ -44,10 +44,10 @@ def test_the_page_reads_return_the_rows_sqlalchemy_would(app, auth):
     auth.signin()
     user_id = _user_id(app)
     reads = {
-        flows._PAGE_USER: {"user_id": user_id},
-        flows._PAGE_ACCOUNTS: {"user_id": user_id},
-        flows._PAGE_PASSKEYS: {"user_id": user_id},
-        flows._PAGE_SESSIONS: {"user_id": user_id, "now": datetime.now(UTC)},
+        account_page._PAGE_USER: {"user_id": user_id},
+        account_page._PAGE_ACCOUNTS: {"user_id": user_id},
+        account_page._PAGE_PASSKEYS: {"user_id": user_id},
+        account_page._PAGE_SESSIONS: {"user_id": user_id, "now": datetime.now(UTC)},
         two_factor._STATUS: {"user_id": user_id},
         audit._FIRST_PAGE: {"user_id": user_id, "limit": 21},
     }
@@ -58,7 +58,7 @@ def test_the_page_reads_return_the_rows_sqlalchemy_would(app, auth):
             db.session.rollback()
             assert [tuple(r) for r in rows] == [tuple(r) for r in core], hot.statement
             # Ann has no passkey; every other read has something to compare.
-            assert rows or hot is flows._PAGE_PASSKEYS, hot.statement
+            assert rows or hot is account_page._PAGE_PASSKEYS, hot.statement
         # Together (one round trip on PostgreSQL) as one after another.
         assert read_together(*reads.items()) == [hot.all(p) for hot, p in reads.items()]
         # The constants of the statement (the event types a person is not shown) went
@@ -74,12 +74,12 @@ def test_a_read_inside_an_open_transaction_sees_its_uncommitted_change(app, auth
     user_id = _user_id(app)
     params = {"user_id": user_id, "now": datetime.now(UTC)}
     with app.test_request_context():
-        [before] = flows._PAGE_SESSIONS.all(params)
+        [before] = account_page._PAGE_SESSIONS.all(params)
         db.session.execute(db.delete(Session).where(Session.id == before.id))
         assert db.session().in_transaction()
-        assert flows._PAGE_SESSIONS.all(params) == []
+        assert account_page._PAGE_SESSIONS.all(params) == []
         db.session.rollback()
-        assert [r.id for r in flows._PAGE_SESSIONS.all(params)] == [before.id]
+        assert [r.id for r in account_page._PAGE_SESSIONS.all(params)] == [before.id]
 
 
 @pytest.mark.parametrize("code", i18n.shipped_locales())
@@ -159,8 +159,10 @@ def test_the_overview_reads_the_same_activity_as_its_own_page(app, auth):
     with app.test_request_context():
         [session] = db.session.scalars(db.select(Session).where(Session.user_id == user_id))
         for limit in (1, 5, 50):
-            overview = flows.account_overview(user_id=user_id, session=session, activity=limit)
-            alone = flows.recent_activity(user_id=user_id, limit=limit)
+            overview = account_page.account_overview(
+                user_id=user_id, session=session, activity=limit
+            )
+            alone = account_page.recent_activity(user_id=user_id, limit=limit)
             assert overview.activity == alone and alone.entries
             assert (alone.more is None) == (limit == 50)
-        assert flows.account_overview(user_id=user_id, session=session).activity is None
+        assert account_page.account_overview(user_id=user_id, session=session).activity is None

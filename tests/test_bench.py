@@ -14,7 +14,7 @@ import pytest
 from bench import report, seed
 from tests.conftest import base_config
 from webapp import create_app
-from webapp.account.flows import recent_activity
+from webapp.account.flows.account_page import recent_activity
 from webapp.auth.sessions import read_session
 from webapp.extensions import db
 from webapp.models import Session

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from freezegun import freeze_time
 
 from webapp import create_app, database
-from webapp.account import flows
+from webapp.account.flows import account_page
 from webapp.extensions import db
 
 from .conftest import base_config, pg_admin_engine
@@ -178,16 +178,17 @@ def test_a_failed_statement_fails_the_batch_and_its_connection_goes(signed_in, p
     with app.test_request_context():
         with pytest.raises(sa.exc.DataError):
             database.read_together(
-                (flows._PAGE_ACCOUNTS, {"user_id": 1}),
-                (flows._PAGE_PASSKEYS, {"user_id": "not a number"}),
+                (account_page._PAGE_ACCOUNTS, {"user_id": 1}),
+                (account_page._PAGE_PASSKEYS, {"user_id": "not a number"}),
             )
         # The connection that failed was closed, not given back; the next batch opens one.
         assert database._read_connections(db.engine)._idle == []
         accounts, passkeys = database.read_together(
-            (flows._PAGE_ACCOUNTS, {"user_id": 1}), (flows._PAGE_PASSKEYS, {"user_id": 1})
+            (account_page._PAGE_ACCOUNTS, {"user_id": 1}),
+            (account_page._PAGE_PASSKEYS, {"user_id": 1}),
         )
         assert (accounts, passkeys) == (
-            flows._PAGE_ACCOUNTS.all({"user_id": 1}),
-            flows._PAGE_PASSKEYS.all({"user_id": 1}),
+            account_page._PAGE_ACCOUNTS.all({"user_id": 1}),
+            account_page._PAGE_PASSKEYS.all({"user_id": 1}),
         )
     assert settled_backends(postgres_url, 1) != before

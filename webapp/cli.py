@@ -15,7 +15,7 @@ from flask.ctx import RequestContext
 from sqlalchemy import ColumnElement, delete, select
 
 from webapp import logsafe, transactions
-from webapp.account import two_factor
+from webapp.account.flows import two_factor
 from webapp.auth import audit, cookies, pending_signin, ratelimit, second_factor, urls
 from webapp.auth.addresses import InvalidAddress, normalize_email
 from webapp.auth.errors import AuthError

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, jsonify, request
 
-from webapp.account import flows
+from webapp.account.flows import account_page, deletion, linked_accounts, sessions
 from webapp.auth.answers import session_required
 from webapp.auth.sessions import AuthSession
 from webapp.caching import mark_personal
@@ -25,7 +25,7 @@ bp.before_request(mark_personal)
 @bp.get("")
 @session_required
 def overview(session: AuthSession) -> Response:
-    view = flows.account_overview(user_id=session.user.id, session=session)
+    view = account_page.account_overview(user_id=session.user.id, session=session)
     user = view.user
     return jsonify(
         {
@@ -70,21 +70,23 @@ def overview(session: AuthSession) -> Response:
 @bp.post("/accounts/<id:account_id>/unlink")
 @session_required
 def unlink(session: AuthSession, account_id: int) -> Response:
-    removed = flows.unlink_account(user_id=session.user.id, account_id=account_id, current=session)
+    removed = linked_accounts.unlink_account(
+        user_id=session.user.id, account_id=account_id, current=session
+    )
     return jsonify({"unlinked": removed.id})
 
 
 @bp.post("/sessions/<id:session_id>/end")
 @session_required
 def end_session(session: AuthSession, session_id: int) -> Response:
-    own = flows.end_session(user_id=session.user.id, session_id=session_id, current=session)
+    own = sessions.end_session(user_id=session.user.id, session_id=session_id, current=session)
     return jsonify({"ended": session_id, "signedOut": own})
 
 
 @bp.post("/sessions/end-others")
 @session_required
 def end_others(session: AuthSession) -> Response:
-    count = flows.end_other_sessions(user_id=session.user.id, current=session)
+    count = sessions.end_other_sessions(user_id=session.user.id, current=session)
     return jsonify({"ended": count})
 
 
@@ -93,5 +95,7 @@ def end_others(session: AuthSession) -> Response:
 def delete(session: AuthSession) -> Response:
     body = request.get_json(silent=True)
     confirmation = body.get("confirm", "") if isinstance(body, dict) else ""
-    flows.delete_account(user_id=session.user.id, current=session, confirmation=str(confirmation))
+    deletion.delete_account(
+        user_id=session.user.id, current=session, confirmation=str(confirmation)
+    )
     return jsonify({"deleted": True})

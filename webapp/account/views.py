@@ -27,8 +27,16 @@ from flask.typing import ResponseReturnValue
 from flask_login import current_user
 
 from webapp import transactions
-from webapp.account import flows, two_factor
 from webapp.account.display import breakable
+from webapp.account.flows import (
+    account_page,
+    deletion,
+    linked_accounts,
+    passkeys,
+    recent_signin,
+    sessions,
+    two_factor,
+)
 from webapp.auth import reauth
 from webapp.auth.errors import AccountError
 from webapp.auth.flows.second_factor import TooManyCodes, WrongCode, step_up_with_code
@@ -90,8 +98,8 @@ def _is_htmx() -> bool:
 @bp.get("/account")
 @browser_session_required
 def overview() -> str:
-    view = flows.account_overview(
-        user_id=current_user.id, session=_session(), activity=flows.ACTIVITY_FIRST
+    view = account_page.account_overview(
+        user_id=current_user.id, session=_session(), activity=account_page.ACTIVITY_FIRST
     )
     # After a plain-form action, its message was flashed with the section it belongs to.
     notices = {}
@@ -113,7 +121,7 @@ def overview() -> str:
 def activity() -> str:
     """The "Show more" of "Recent activity": the next entries, for htmx to put in place of
     the button; without JavaScript, a page of them with its own "Show more"."""
-    entries = flows.recent_activity(user_id=current_user.id, before=_before())
+    entries = account_page.recent_activity(user_id=current_user.id, before=_before())
     if _is_htmx():
         return render_template("account/_activity_items.html", activity=entries)
     return render_template("account/activity.html", activity=entries)
@@ -146,7 +154,7 @@ def _confirm_next() -> str:
 def _confirm_page(next_path: str, problem: str | None) -> str:
     return render_template(
         "account/confirm.html",
-        methods=flows.confirmation_methods(user_id=current_user.id),
+        methods=recent_signin.confirmation_methods(user_id=current_user.id),
         factors=two_factor.status(current_user.id),
         next_path=next_path,
         minutes=reauth.window_minutes(),
@@ -158,7 +166,7 @@ def _confirm_page(next_path: str, problem: str | None) -> str:
 @browser_session_required
 def link_page(provider_id: str) -> ResponseReturnValue:
     """The step a confirmation returns to before linking: one button, no surprise."""
-    option = flows.link_option(user_id=current_user.id, provider_id=provider_id)
+    option = linked_accounts.link_option(user_id=current_user.id, provider_id=provider_id)
     if option is None:
         return redirect(url_for("account.overview", _anchor="accounts"), code=303)
     return render_template("account/link.html", option=option)
@@ -169,7 +177,7 @@ def link_page(provider_id: str) -> ResponseReturnValue:
 def unlink_page(account_id: int) -> ResponseReturnValue:
     """The step a confirmation returns to before removing a method. The e-mail sign-in of
     the verified address is no method to remove: the account page explains it instead."""
-    account = flows.sign_in_method(user_id=current_user.id, account_id=account_id)
+    account = linked_accounts.sign_in_method(user_id=current_user.id, account_id=account_id)
     if account is None or account.follows_address:
         return redirect(url_for("account.overview", _anchor="accounts"), code=303)
     return render_template("account/unlink.html", account=account)
@@ -179,7 +187,7 @@ def unlink_page(account_id: int) -> ResponseReturnValue:
 @browser_session_required
 def unlink(account_id: int) -> ResponseReturnValue:
     def action() -> Done:
-        removed = flows.unlink_account(
+        removed = linked_accounts.unlink_account(
             user_id=current_user.id, account_id=account_id, current=_session()
         )
         return Done(
@@ -196,7 +204,7 @@ def unlink(account_id: int) -> ResponseReturnValue:
 @browser_session_required
 def rename_passkey(passkey_id: int) -> ResponseReturnValue:
     def action() -> Done:
-        renamed = flows.rename_passkey(
+        renamed = passkeys.rename_passkey(
             user_id=current_user.id, passkey_id=passkey_id, name=request.form.get("name", "")
         )
         return Done(gettext("The passkey is now called “%(name)s”.", name=renamed.name))
@@ -208,7 +216,7 @@ def rename_passkey(passkey_id: int) -> ResponseReturnValue:
 @browser_session_required
 def remove_passkey(passkey_id: int) -> ResponseReturnValue:
     def action() -> Done:
-        removed = flows.remove_passkey(
+        removed = passkeys.remove_passkey(
             user_id=current_user.id, passkey_id=passkey_id, current=_session()
         )
         return Done(
@@ -225,7 +233,9 @@ def remove_passkey(passkey_id: int) -> ResponseReturnValue:
 @browser_session_required
 def end_session(session_id: int) -> ResponseReturnValue:
     def action() -> Done:
-        own = flows.end_session(user_id=current_user.id, session_id=session_id, current=_session())
+        own = sessions.end_session(
+            user_id=current_user.id, session_id=session_id, current=_session()
+        )
         message = gettext("You are signed out.") if own else gettext("That session was signed out.")
         return Done(message, own)
 
@@ -236,7 +246,7 @@ def end_session(session_id: int) -> ResponseReturnValue:
 @browser_session_required
 def end_others() -> ResponseReturnValue:
     def action() -> Done:
-        count = flows.end_other_sessions(user_id=current_user.id, current=_session())
+        count = sessions.end_other_sessions(user_id=current_user.id, current=_session())
         return Done(
             ngettext(
                 "Signed out %(num)d other session.", "Signed out %(num)d other sessions.", count
@@ -319,7 +329,9 @@ def confirm_with_code() -> ResponseReturnValue:
 def delete() -> ResponseReturnValue:
     def action() -> Done:
         confirmation = request.form.get("confirm", "")
-        flows.delete_account(user_id=current_user.id, current=_session(), confirmation=confirmation)
+        deletion.delete_account(
+            user_id=current_user.id, current=_session(), confirmation=confirmation
+        )
         return Done(
             gettext("Your account and everything linked to it were deleted."), signed_out=True
         )
@@ -353,7 +365,7 @@ def _respond(
 def _refused(exc: AccountError, section: str, *, again: str | None) -> ResponseReturnValue:
     """Answer a refused action: to the confirmation page when it needs a recent sign-in
     (then back to ``again``), else the section with the message."""
-    if exc.code == flows.REAUTH_REQUIRED and again is not None:
+    if exc.code == recent_signin.REAUTH_REQUIRED and again is not None:
         target = reauth.confirm_url(again)
         if _is_htmx():
             return Response(status=204, headers={"HX-Redirect": target})
@@ -365,7 +377,7 @@ def _answer(section: str, message: str, category: str) -> ResponseReturnValue:
     if not _is_htmx():
         flash(message, f"{category} {section}")
         return redirect(url_for("account.overview", _anchor=section), code=303)
-    view = flows.account_overview(user_id=current_user.id, session=_session())
+    view = account_page.account_overview(user_id=current_user.id, session=_session())
     return render_template(
         SECTIONS[section],
         view=view,

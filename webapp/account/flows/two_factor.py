@@ -1,7 +1,7 @@
 """Two-step verification for the account area: turn the authenticator app on and off,
-replace recovery codes, and confirm it is you with a code (step-up).
+replace recovery codes. (Confirming it is you with the app's code is the step-up of
+webapp/auth/flows/second_factor.py.)
 
-Like ``account.flows``: plain values in, ``AccountError`` out, nothing committed here.
 Every change needs a recent sign-in (``reauth``): with a stolen session cookie alone, an
 attacker must neither plant their own authenticator nor remove the owner's.
 """
@@ -13,7 +13,8 @@ from datetime import timedelta
 
 from sqlalchemy import delete, select
 
-from webapp.account.flows import NOT_FOUND, require_recent
+from webapp.account.flows.recent_signin import require_recent
+from webapp.account.flows.ways_in import NOT_FOUND
 from webapp.auth import audit, recovery_codes, second_factor, totp
 from webapp.auth.errors import AccountError
 from webapp.auth.second_factor import Status
