@@ -1,7 +1,9 @@
-"""Shared fixtures: the app on real databases (SQLite and PostgreSQL), clients, row
-factories (``user_factory``, ``account_factory``, ``session_factory``); the plain helpers
-they share with the tests (``free_port``, ``row_count``, ``demo_sign_in``, ``AuthActions``)
-are in tests/helpers.py.
+"""The shared fixtures: the app on real databases (SQLite and PostgreSQL), clients, row
+factories (``user_factory``, ``account_factory``, ``session_factory``), the test OpenID
+Provider. Two plugins add more: tests/support/mail.py (SMTP servers, the outbox, e-mail
+sign-in) and tests/support/audit.py (``password_app``). The plain helpers fixtures and
+tests share (``base_config``, ``free_port``, ``row_count``, ``demo_sign_in``,
+``AuthActions``…) are in tests/support/.
 
 Each database is created and migrated once per test session; tests get a fresh app and
 empty tables. PostgreSQL is reached at TEST_DATABASE_URL (default: the local server on
@@ -11,98 +13,36 @@ CI=true, where a missing PostgreSQL fails the run.
 
 from __future__ import annotations
 
-import functools
-import os
-import re
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
 
-from webapp import MIGRATIONS_DIR, create_app
+from webapp import create_app
 from webapp.auth.hooks import AuthHooks
 from webapp.auth.sessions import hash_token, new_token
-from webapp.database import driver_statement
 from webapp.extensions import db
 from webapp.models import Account, Session, User
 
-from .helpers import AuthActions, NewSession
+from .support.config import base_config
+from .support.databases import (
+    create_pg_database,
+    drop_pg_database,
+    empty_tables,
+    migrate_database,
+    migrated_pg_database,
+)
+from .support.rows import NewSession
+from .support.signin import AuthActions
+from .support.sql_counter import counting_sql
 
 # SMTP servers on loopback, the outbox and the e-mail sign-in actions; the audit tests' app.
-pytest_plugins = ["tests.fixtures_smtp", "tests.audit_support"]
-
-TEST_SECRET = "test-secret-" + "x" * 40
-PG_ADMIN_URL = os.environ.get(
-    "TEST_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-)
-IN_CI = os.environ.get("CI", "").lower() == "true"
-
-
-@functools.cache
-def pg_admin_engine() -> sa.Engine:
-    # NullPool: no idle connection outlives its use (they would block DROP DATABASE).
-    return sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
-
-
-def postgres_available() -> bool:
-    try:
-        with pg_admin_engine().connect() as conn:
-            conn.execute(sa.text("SELECT 1"))
-        return True
-    except sa.exc.OperationalError:
-        return False
-
-
-def require_postgres() -> None:
-    if postgres_available():
-        return
-    message = f"PostgreSQL is not reachable at {PG_ADMIN_URL}"
-    if IN_CI:
-        pytest.fail(message + " (CI=true: a missing service is a failure)", pytrace=False)
-    pytest.skip(message)
-
-
-def create_pg_database(prefix: str = "webapp_test") -> str:
-    """Create an empty PostgreSQL database; return its SQLAlchemy URL."""
-    require_postgres()
-    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
-    with pg_admin_engine().connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    return re.sub(r"/[^/]*$", f"/{name}", PG_ADMIN_URL)
-
-
-def drop_pg_database(url: str) -> None:
-    name = url.rsplit("/", 1)[1]
-    with pg_admin_engine().connect() as conn:
-        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-
-
-def base_config(database_url: str, **overrides: Any) -> dict[str, Any]:
-    config: dict[str, Any] = {
-        "APP_ENV": "development",
-        "AUTH_SECRET": TEST_SECRET,
-        "AUTH_URL": "http://localhost/auth",
-        "DATABASE_URL": database_url,
-        "TESTING": True,
-    }
-    config.update(overrides)
-    return config
-
-
-def migrate_database(database_url: str, revision: str = "head") -> None:
-    from flask_migrate import upgrade
-
-    app = create_app(base_config(database_url), environ={})
-    with app.app_context():
-        upgrade(directory=str(MIGRATIONS_DIR), revision=revision)
-        db.engine.dispose()
+pytest_plugins = ["tests.support.mail", "tests.support.audit"]
 
 
 @pytest.fixture(scope="session", params=["sqlite", "postgresql"])
@@ -115,13 +55,13 @@ def database_url(
         migrate_database(url)
         yield url
         return
-    yield from _migrated_pg_database()
+    yield from migrated_pg_database()
 
 
 @pytest.fixture
 def postgres_url(tmp_path: Path) -> Iterator[str]:
     """A migrated PostgreSQL database for tests that need PostgreSQL specifically."""
-    yield from _migrated_pg_database()
+    yield from migrated_pg_database()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -133,26 +73,6 @@ def empty_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[s
     url = create_pg_database("webapp_migrate")
     yield url
     drop_pg_database(url)
-
-
-def _migrated_pg_database() -> Iterator[str]:
-    url = create_pg_database()
-    try:
-        migrate_database(url)
-        yield url
-    finally:
-        drop_pg_database(url)
-
-
-def _empty_tables() -> None:
-    tables = [t for t in reversed(db.metadata.sorted_tables)]
-    with db.engine.begin() as conn:
-        if conn.dialect.name == "postgresql":
-            names = ", ".join(f'"{t.name}"' for t in tables)
-            conn.execute(sa.text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
-        else:
-            for table in tables:
-                conn.execute(table.delete())
 
 
 @pytest.fixture
@@ -168,7 +88,7 @@ def make_app(database_url: str) -> Iterator[Callable[..., Flask]]:
     yield factory
     for app in made:
         with app.app_context():
-            _empty_tables()
+            empty_tables()
             db.engine.dispose()
 
 
@@ -257,43 +177,6 @@ def session_factory() -> Callable[..., NewSession]:
     return make
 
 
-class SqlCounter:
-    """Records the SQL statements an engine runs while active, and those run on the
-    driver directly (database.HotSelect announces each one)."""
-
-    def __init__(self) -> None:
-        self.statements: list[str] = []
-
-    def __call__(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        self.statements.append(statement)
-
-    def driver_statement(self, _sender: Any, *, statement: str) -> None:
-        self.statements.append(statement)
-
-    @property
-    def writes(self) -> list[str]:
-        return [
-            s
-            for s in self.statements
-            if s.lstrip().split()[0].upper() in {"INSERT", "UPDATE", "DELETE"}
-        ]
-
-
-@contextmanager
-def counting_sql(app: Flask) -> Iterator[SqlCounter]:
-    """Record every statement ``app``'s engine runs meanwhile."""
-    counter = SqlCounter()
-    with app.app_context():
-        engine = db.engine
-    sa.event.listen(engine, "before_cursor_execute", counter)
-    driver_statement.connect(counter.driver_statement)
-    try:
-        yield counter
-    finally:
-        sa.event.remove(engine, "before_cursor_execute", counter)
-        driver_statement.disconnect(counter.driver_statement)
-
-
 @pytest.fixture
 def count_sql(app: Flask) -> Callable[[], Any]:
     """``with count_sql() as sql: …`` records every statement the app's engine runs."""
@@ -303,7 +186,7 @@ def count_sql(app: Flask) -> Callable[[], Any]:
 @pytest.fixture(scope="session")
 def node_op(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The npm package oidc-provider on a loopback port, for the whole test session."""
-    from .oauth_support import NodeOP
+    from .support.oauth import NodeOP
 
     op = NodeOP(tmp_path_factory.mktemp("oidc-provider"))
     op.start()
@@ -316,7 +199,7 @@ def node_op(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 @pytest.fixture
 def make_oauth_app(make_app: Callable[..., Flask], tmp_path: Path) -> Callable[..., Flask]:
     """``make_oauth_app([provider tables], **settings)``: an app with those providers."""
-    from .oauth_support import write_providers_toml
+    from .support.oauth import write_providers_toml
 
     def factory(entries: list[dict[str, Any]], **overrides: Any) -> Flask:
         path = write_providers_toml(tmp_path / f"auth-{uuid.uuid4().hex[:8]}.toml", entries)

@@ -13,8 +13,9 @@ from webapp.clock import utcnow
 from webapp.extensions import db
 from webapp.models import Account, Authenticator, Session, User
 
-from .helpers import AuthActions, demo_sign_in, row_count
-from .oauth_support import email_sign_in
+from .support.oauth import email_sign_in
+from .support.rows import row_count
+from .support.signin import AuthActions, demo_sign_in
 
 CHROME_UA = (
     "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) "

@@ -27,17 +27,10 @@ from webapp.auth.hooks import AuthHooks, UserInfo
 from webapp.extensions import db
 from webapp.models import Account, Session, User
 
-from .conftest import base_config
-from .fixtures_smtp import EmailActions, Mailbox, link_of
-from .helpers import demo_sign_in
-from .oauth_support import (
-    APP_ORIGIN,
-    Browser,
-    FakeIdP,
-    email_sign_in,
-    error_of,
-    fake_idp,
-)
+from .support.config import base_config
+from .support.mail import EmailActions, Mailbox, link_of
+from .support.oauth import APP_ORIGIN, Browser, FakeIdP, email_sign_in, error_of, fake_idp
+from .support.signin import demo_sign_in
 
 ANN = "ann@example.com"
 PASSWORD = "attacker's own password"

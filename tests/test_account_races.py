@@ -24,7 +24,8 @@ from flask.testing import FlaskClient
 from webapp.extensions import db
 from webapp.models import Account, Authenticator, User
 
-from .helpers import demo_sign_in
+from .support.rows import add_passkey
+from .support.signin import demo_sign_in
 
 ROUNDS = 8
 SESSION_COOKIE = "auth.session-token"
@@ -74,22 +75,6 @@ class Removal:
             return REMOVED
         assert "is your only way to sign in, so it cannot be removed." in page, page
         return LAST_METHOD
-
-
-def add_passkey(app: Flask, user_id: int, name: str) -> int:
-    with app.app_context():
-        passkey = Authenticator(
-            user_id=user_id,
-            credential_id=f"cred-{user_id}-{name}",
-            public_key="key",
-            sign_count=0,
-            backed_up=True,
-            device_type="multi_device",
-            name=name,
-        )
-        db.session.add(passkey)
-        db.session.commit()
-        return int(passkey.id)
 
 
 def ways_in(app: Flask, user_id: int) -> int:

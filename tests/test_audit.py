@@ -28,7 +28,7 @@ from webapp.extensions import db
 from webapp.models import RecoveryCode, Session, User
 from webapp.settings import ConfigError, current_settings, load_settings
 
-from .audit_support import (
+from .support.audit import (
     CHROME_MAC,
     FIREFOX,
     HTMX,
@@ -40,17 +40,18 @@ from .audit_support import (
     types,
     user_id,
 )
-from .conftest import TEST_SECRET, SqlCounter, counting_sql
-from .fixtures_smtp import CODE_RE, EmailActions, Mailbox, link_of
-from .helpers import (
+from .support.config import TEST_SECRET
+from .support.mail import CODE_RE, EmailActions, Mailbox, link_of
+from .support.oauth import Browser, FakeIdP, FakeRequest, fake_idp
+from .support.rows import row_count
+from .support.second_factor import (
     RECOVERY_CODE_PATTERN,
-    demo_sign_in,
     enrol_authenticator,
-    row_count,
     submit_second_factor,
     totp_code,
 )
-from .oauth_support import Browser, FakeIdP, FakeRequest, fake_idp
+from .support.signin import demo_sign_in
+from .support.sql_counter import SqlCounter, counting_sql
 from .test_passkeys import Passkeys
 
 #: Addresses that name no user: the trail keeps them only as keyed hashes.

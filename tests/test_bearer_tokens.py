@@ -28,8 +28,9 @@ from webapp.extensions import db
 from webapp.models import Account, AuthEvent, Session, User
 from webapp.settings import ConfigError
 
-from .helpers import free_port, row_count
-from .oauth_support import API_RESOURCE, APP_ORIGIN, Browser, fake_idp, query_of
+from .support.oauth import API_RESOURCE, APP_ORIGIN, Browser, fake_idp, query_of
+from .support.rows import row_count
+from .support.servers import free_port
 
 pytestmark = pytest.mark.e2e
 

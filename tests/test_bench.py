@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench import report, seed
-from tests.conftest import base_config
+from tests.support.config import base_config
 from webapp import create_app
 from webapp.account.flows.account_page import recent_activity
 from webapp.auth.sessions import read_session

@@ -16,7 +16,8 @@ from webapp.models import (
     VerificationToken,
 )
 
-from .helpers import demo_sign_in, row_count
+from .support.rows import row_count
+from .support.signin import demo_sign_in
 
 
 def test_cleanup_deletes_only_what_expired(app, client, auth, runner):

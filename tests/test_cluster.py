@@ -1,5 +1,5 @@
 """Several instances on one database, through PgBouncer, behind HAProxy (issue 15): the real
-parts on loopback, started once by ``scripts/cluster up`` (tests/cluster_support.py).
+parts on loopback, started once by ``scripts/cluster up`` (tests/support/cluster.py).
 
 Everything the instances share lives in the database, so an instance never trusts what
 another one saw: a session made through one is read by the other, a sign-out on one is
@@ -29,25 +29,11 @@ from webapp import MIGRATIONS_DIR, create_app
 from webapp.errors import RETRY_AFTER
 from webapp.extensions import db
 
-from .cluster_support import (
-    INSTANCES,
-    MISSING_PACKAGES,
-    PASSWORD,
-    Browser,
-    Cluster,
-    Load,
-    wait_for,
-)
-from .conftest import (
-    IN_CI,
-    PG_ADMIN_URL,
-    TEST_SECRET,
-    base_config,
-    drop_pg_database,
-    require_postgres,
-)
-from .fixtures_smtp import Mailbox, link_of
-from .helpers import free_port
+from .support.cluster import INSTANCES, MISSING_PACKAGES, PASSWORD, Browser, Cluster, Load, wait_for
+from .support.config import IN_CI, TEST_SECRET, base_config
+from .support.databases import PG_ADMIN_URL, drop_pg_database, require_postgres
+from .support.mail import Mailbox, link_of
+from .support.servers import free_port
 
 pytestmark = pytest.mark.cluster
 
@@ -90,7 +76,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, _smtp_server: Mailbox) -> 
         AUTH_SECRET=TEST_SECRET,
         AUTH_CONFIG=str(providers),
         AUTH_TEST_PASSWORD=PASSWORD,
-        WSGI_APP="tests.cluster_app:app",
+        WSGI_APP="tests.support.cluster_app:app",
         EMAIL_SERVER=_smtp_server.url(),
         EMAIL_TIMEOUT="5",
     )

@@ -19,7 +19,7 @@ from webapp.auth.hooks import (
 from webapp.extensions import db
 from webapp.models import Account, Session, User
 
-from .helpers import row_count
+from .support.rows import row_count
 
 USERS = {"ann@example.com": "correct horse battery staple"}
 

@@ -9,7 +9,8 @@ import pytest
 from webapp.auth.errors import CODES, SIGNIN_CODES
 from webapp.models import Session, User
 
-from .helpers import demo_sign_in, row_count
+from .support.rows import row_count
+from .support.signin import demo_sign_in
 
 
 @pytest.mark.parametrize("token", [None, "", "forged", "IjAi.AAAA.BBBB"])

@@ -40,8 +40,7 @@ from webapp.auth.flows import device as device_flow
 from webapp.extensions import db
 from webapp.models import Account, DeviceRequest, Session, User
 
-from .helpers import free_port, hearing_of_new_rows
-from .oauth_support import (
+from .support.oauth import (
     APP_ORIGIN,
     DEVICE_GRANT,
     DEVICE_INTERVAL,
@@ -51,6 +50,8 @@ from .oauth_support import (
     NodeOP,
     parse_forms,
 )
+from .support.rows import hearing_of_new_rows
+from .support.servers import free_port
 
 pytestmark = pytest.mark.e2e
 

@@ -11,7 +11,7 @@ from freezegun import freeze_time
 from webapp.extensions import db
 from webapp.models import VerificationToken
 
-from .fixtures_smtp import EmailActions, code_of, link_of
+from .support.mail import EmailActions, code_of, link_of
 
 VERIFICATION = "http://localhost/auth/error?error=Verification"
 

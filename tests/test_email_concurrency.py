@@ -14,9 +14,9 @@ from webapp import create_app
 from webapp.extensions import db
 from webapp.models import Session, User, VerificationToken
 
-from .conftest import base_config
-from .fixtures_smtp import EmailActions, Outbox
-from .helpers import row_count
+from .support.config import base_config
+from .support.mail import EmailActions, Outbox
+from .support.rows import row_count
 
 RACERS = 20
 

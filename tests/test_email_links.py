@@ -14,8 +14,8 @@ from freezegun import freeze_time
 from webapp.extensions import db
 from webapp.models import Account, Session, User, VerificationToken
 
-from .fixtures_smtp import EmailActions, code_of, link_of
-from .helpers import row_count
+from .support.mail import EmailActions, code_of, link_of
+from .support.rows import row_count
 
 VERIFICATION = "http://localhost/auth/error?error=Verification"
 

@@ -19,9 +19,9 @@ from webapp.auth.hooks import AuthHooks, UserInfo
 from webapp.extensions import db
 from webapp.models import User
 
-from .fixtures_smtp import EmailActions, Mailbox
-from .helpers import demo_sign_in
-from .oauth_support import Browser, FakeIdP, fake_idp, write_providers_toml
+from .support.mail import EmailActions, Mailbox
+from .support.oauth import Browser, FakeIdP, fake_idp, write_providers_toml
+from .support.signin import demo_sign_in
 
 MESSY = " ＡＮＮ@Example.COM "
 CLEAN = "ann@example.com"

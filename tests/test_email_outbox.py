@@ -13,8 +13,9 @@ from webapp import MIGRATIONS_DIR, create_app
 from webapp.extensions import db
 from webapp.settings import ConfigError
 
-from .conftest import base_config, migrate_database
-from .fixtures_smtp import EmailActions
+from .support.config import base_config
+from .support.databases import migrate_database
+from .support.mail import EmailActions
 
 EMAIL_COLUMNS = {"code_hash", "browser_hash", "attempts", "callback_url"}
 

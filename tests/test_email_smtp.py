@@ -10,15 +10,8 @@ import pytest
 from webapp.models import VerificationToken
 from webapp.settings import ConfigError
 
-from .fixtures_smtp import (
-    SMTP_USER,
-    EmailActions,
-    code_of,
-    html_of,
-    link_of,
-    text_of,
-)
-from .helpers import row_count
+from .support.mail import SMTP_USER, EmailActions, code_of, html_of, link_of, text_of
+from .support.rows import row_count
 
 
 def test_link_from_a_real_smtp_message_signs_in(email_app, mailbox):

@@ -10,8 +10,8 @@ from freezegun import freeze_time
 from webapp.models import VerificationToken
 from webapp.settings import ConfigError, RateLimit
 
-from .fixtures_smtp import EmailActions, link_of
-from .helpers import row_count
+from .support.mail import EmailActions, link_of
+from .support.rows import row_count
 
 VERIFY_REQUEST = "http://localhost/auth/verify-request?provider=email&type=email"
 

@@ -54,10 +54,12 @@ from webapp.errors import RETRY_AFTER
 from webapp.extensions import db
 from webapp.models import Account, Session, User, VerificationToken
 
-from .conftest import IN_CI, base_config, migrate_database
-from .fault_support import BrokenHTTP, FaultySmtp, PrivateCluster, syn_dropping_port
-from .helpers import Server, free_port, read_rows, row_count, run_server
-from .oauth_support import Browser, FakeIdP, fake_idp, follow_to_app, write_providers_toml
+from .support.config import IN_CI, base_config
+from .support.databases import migrate_database
+from .support.faults import BrokenHTTP, FaultySmtp, PrivateCluster, syn_dropping_port
+from .support.oauth import Browser, FakeIdP, fake_idp, follow_to_app, write_providers_toml
+from .support.rows import read_rows, row_count
+from .support.servers import Server, free_port, run_server
 
 #: What a request may take beyond the waits the app allows itself (a timeout toward a
 #: neighbour): its own work is milliseconds, but this machine has 2 cores shared with
@@ -676,7 +678,7 @@ def idp_server() -> Iterator[FakeIdP]:
 
 @pytest.fixture
 def idp(idp_server: FakeIdP) -> Iterator[FakeIdP]:
-    """The module's fake provider (tests/oauth_support.py), healthy at the start of each
+    """The module's fake provider (tests/support/oauth.py), healthy at the start of each
     test: a test points some of its discovery document's endpoints at broken servers."""
     healthy = dict(idp_server.discovery)
     idp_server.hits.clear()

@@ -25,9 +25,10 @@ import pytest
 import requests
 from flask import Flask
 
-from .conftest import TEST_SECRET
-from .helpers import DEMO_EMAIL, DEMO_PASSWORD, free_port
-from .oauth_support import fake_idp
+from .support.config import TEST_SECRET
+from .support.oauth import fake_idp
+from .support.servers import free_port
+from .support.signin import DEMO_EMAIL, DEMO_PASSWORD
 
 ROOT = Path(__file__).resolve().parent.parent
 FLASK = [sys.executable, "-m", "flask"]

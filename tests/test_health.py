@@ -17,8 +17,8 @@ from webapp import create_app
 from webapp.errors import RETRY_AFTER
 from webapp.health import READY_TIMEOUT
 
-from .conftest import base_config
-from .fault_support import syn_dropping_port
+from .support.config import base_config
+from .support.faults import syn_dropping_port
 
 #: A request's own work on a shared 2-core machine, beyond the waits the app allows itself.
 SLACK = 1.5

@@ -26,9 +26,9 @@ from webapp.models import RateLimitCounter, Session, User, VerificationToken
 from webapp.proxies import ForwardedHeaders
 from webapp.settings import ConfigError, TrustedProxies, load_settings
 
-from .fixtures_smtp import Mailbox, link_of
-from .helpers import row_count
-from .oauth_support import FakeIdP, fake_idp, query_of, write_providers_toml
+from .support.mail import Mailbox, link_of
+from .support.oauth import FakeIdP, fake_idp, query_of, write_providers_toml
+from .support.rows import row_count
 
 SITE = "app.example"
 AUTH_URL = f"http://{SITE}/auth"

@@ -96,9 +96,9 @@ from webapp.database import driver_statement
 from webapp.extensions import db
 from webapp.models import Authenticator
 
-from .conftest import TEST_SECRET, _empty_tables, base_config
-from .helpers import NewSession, demo_sign_in
-from .hostile_corpus import (
+from .support.config import SIGNIN_THROTTLES, TEST_SECRET, base_config
+from .support.databases import empty_tables
+from .support.hostile_corpus import (
     COOKIE_CLASSES,
     GATE_HEADERS,
     HEADER_CLASSES,
@@ -117,8 +117,10 @@ from .hostile_corpus import (
     printed_input,
     unreadable,
 )
-from .oauth_support import SECRET as IDP_CLIENT_SECRET
-from .oauth_support import FakeIdP, write_providers_toml
+from .support.oauth import SECRET as IDP_CLIENT_SECRET
+from .support.oauth import FakeIdP, write_providers_toml
+from .support.rows import NewSession
+from .support.signin import demo_sign_in
 
 FIELDS = all_fields()
 #: Every method sent to every route; those a route does not allow must get a 405.
@@ -135,19 +137,7 @@ OUTBOX = "outbox (e-mail)"
 #: Written by design whatever the decision (see the module docstring).
 EXCLUDED_TABLES = frozenset({"rate_limit_counters", "auth_events"})
 #: Throttles out of reach (each request also comes from its own address).
-NO_THROTTLES = {
-    name: "1000000/1h"
-    for name in (
-        "AUTH_CREDENTIALS_IP_LIMIT",
-        "AUTH_CREDENTIALS_IDENTIFIER_IP_LIMIT",
-        "AUTH_CREDENTIALS_IDENTIFIER_LIMIT",
-        "EMAIL_ADDRESS_IP_LIMIT",
-        "EMAIL_ADDRESS_LIMIT",
-        "EMAIL_IP_LIMIT",
-        "AUTH_SECOND_FACTOR_LIMIT",
-        "AUTH_SECOND_FACTOR_IP_LIMIT",
-    )
-}
+NO_THROTTLES = {name: "1000000/1h" for name in SIGNIN_THROTTLES}
 #: The state the cookie cases name, so that an OAuth callback looks for their cookies.
 COOKIE_STATE = MARKER + "-state"
 #: The bodies a GET gets (see Hostile._bodies).
@@ -1161,14 +1151,14 @@ def hostile_env(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> 
     )
     app = create_app(config, environ={})
     with app.app_context():
-        _empty_tables()
+        empty_tables()
     env = Hostile(app, outbox, database_url)
     try:
         yield env
     finally:
         env.close()
         with app.app_context():
-            _empty_tables()
+            empty_tables()
             db.engine.dispose()
         idp.server.shutdown()
         idp.server.server_close()

@@ -32,8 +32,8 @@ from webapp.i18n import (
 from webapp.models import User
 from webapp.settings import ConfigError
 
-from .conftest import base_config
-from .fixtures_smtp import html_of, link_of, text_of
+from .support.config import base_config
+from .support.mail import html_of, link_of, text_of
 
 ROOT = Path(__file__).resolve().parent.parent
 POT = TRANSLATIONS_DIR / "messages.pot"

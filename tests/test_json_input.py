@@ -8,7 +8,7 @@ import pytest
 from webapp import jsonsafe
 from webapp.models import Session, User
 
-from .helpers import row_count
+from .support.rows import row_count
 
 DEEP = "[" * 30_000 + "]" * 30_000  # 60 KB: under the 64 KiB body limit
 DEEP_OBJECT = '{"a":' * 10_000 + "1" + "}" * 10_000

@@ -20,7 +20,7 @@ from werkzeug.serving import make_server
 from webapp import logsafe
 from webapp.logsafe import encode, redact, redact_query
 
-from .fixtures_smtp import EmailActions, link_of
+from .support.mail import EmailActions, link_of
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -18,7 +18,8 @@ from alembic.script import ScriptDirectory
 from webapp import MIGRATIONS_DIR, create_app
 from webapp.upgrade import LOCK_KEY
 
-from .conftest import TEST_SECRET, base_config, create_pg_database, drop_pg_database
+from .support.config import TEST_SECRET, base_config
+from .support.databases import create_pg_database, drop_pg_database
 
 PROCESSES = 3
 #: Nothing listens on port 1 of loopback: a connection there is refused at once.

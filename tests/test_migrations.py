@@ -11,7 +11,7 @@ from flask_migrate import downgrade, upgrade
 from webapp import MIGRATIONS_DIR, create_app
 from webapp.extensions import db
 
-from .conftest import base_config
+from .support.config import base_config
 
 TABLES = {"users", "accounts", "sessions", "verification_tokens", "rate_limit_counters"}
 

@@ -22,10 +22,10 @@ from webapp.extensions import db
 from webapp.models import Authenticator, Session, User
 from webapp.settings import ConfigError, load_settings
 
-from .audit_support import CHROME_MAC, FIREFOX, PASSWORDS, csrf_post, events, sign_in, user_id
-from .conftest import TEST_SECRET
-from .fixtures_smtp import Mailbox, html_of, text_of
-from .oauth_support import Browser, FakeIdP, fake_idp
+from .support.audit import CHROME_MAC, FIREFOX, PASSWORDS, csrf_post, events, sign_in, user_id
+from .support.config import TEST_SECRET
+from .support.mail import Mailbox, html_of, text_of
+from .support.oauth import Browser, FakeIdP, fake_idp
 from .test_passkeys import Passkeys
 
 ANN = "ann@example.com"
@@ -222,7 +222,7 @@ def test_an_unverified_address_is_told_nothing(
     make_app: Callable[..., Flask], mailbox: Mailbox
 ) -> None:
     """The demo sign-in's addresses are unverified: anyone may have typed them."""
-    from .helpers import demo_sign_in
+    from .support.signin import demo_sign_in
 
     app = make_app(EMAIL_SERVER=mailbox.url())
     demo_sign_in(browser(app), ANN)
@@ -233,7 +233,7 @@ def test_an_unverified_address_is_told_nothing(
 def test_a_sign_in_held_for_its_second_factor_is_told_once_it_passes(
     notice_app: Callable[..., Flask], mailbox: Mailbox
 ) -> None:
-    from .helpers import enrol_authenticator, submit_second_factor, totp_code
+    from .support.second_factor import enrol_authenticator, submit_second_factor, totp_code
 
     app = notice_app()
     first = browser(app)

@@ -13,15 +13,9 @@ from flask import Flask
 from webapp.extensions import db
 from webapp.models import Account, Session, User
 
-from .helpers import demo_sign_in, free_port
-from .oauth_support import (
-    APP_ORIGIN,
-    CLIENT_METHODS,
-    Browser,
-    email_sign_in,
-    error_of,
-    query_of,
-)
+from .support.oauth import APP_ORIGIN, CLIENT_METHODS, Browser, email_sign_in, error_of, query_of
+from .support.servers import free_port
+from .support.signin import demo_sign_in
 
 pytestmark = pytest.mark.e2e
 

@@ -19,8 +19,8 @@ from joserfc.jwk import ECKey, OctKey, RSAKey
 from webapp.extensions import db
 from webapp.models import Account, Session, User
 
-from .helpers import row_count
-from .oauth_support import SECRET, Browser, FakeIdP, error_of, fake_idp, query_of
+from .support.oauth import SECRET, Browser, FakeIdP, error_of, fake_idp, query_of
+from .support.rows import row_count
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from webapp.auth.oauth.presets import PRESETS
 from webapp.extensions import db
 from webapp.models import Account, User
 
-from .oauth_support import Browser, FakeIdP, FakeRequest, error_of, fake_idp
+from .support.oauth import Browser, FakeIdP, FakeRequest, error_of, fake_idp
 
 STATIC = Path(__file__).resolve().parent.parent / "webapp" / "static"
 

@@ -13,7 +13,7 @@ import requests
 from joserfc import jwt
 from joserfc.jwk import KeySet
 
-from .oauth_support import (
+from .support.oauth import (
     DEVICE_GRANT,
     DEVICE_INTERVAL,
     DEVICE_SHORT_TTL,

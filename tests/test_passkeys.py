@@ -2,8 +2,8 @@
 recently), signing in with it like any other callback, every refusal with nothing
 written, and the account page's list, rename and remove.
 
-The authenticator is tests/passkey_authenticator.py, a software stand-in that builds the
-bytes a real one would; the browser suite drives Chromium's virtual authenticator.
+The authenticator is tests/support/passkey_authenticator.py, a software stand-in that builds
+the bytes a real one would; the browser suite drives Chromium's virtual authenticator.
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ from webapp.clock import utcnow
 from webapp.extensions import db
 from webapp.models import Account, Authenticator, Session, SpentChallenge, TotpAuthenticator, User
 
-from .helpers import DEMO_EMAIL, AuthActions, row_count
-from .passkey_authenticator import SoftAuthenticator, b64url
+from .support.passkey_authenticator import SoftAuthenticator, b64url
+from .support.rows import row_count
+from .support.signin import DEMO_EMAIL, AuthActions
 
 OPTIONS = "/auth/webauthn-options/passkey"
 CALLBACK = "/auth/callback/passkey"

@@ -57,9 +57,8 @@ from webapp.auth.sessions import hash_token, new_token
 from webapp.extensions import db
 from webapp.models import Account, Session, UsedLogoutToken, User
 
-from .conftest import TEST_SECRET, base_config
-from .helpers import demo_sign_in, free_port, run_server
-from .oauth_support import (
+from .support.config import TEST_SECRET, base_config
+from .support.oauth import (
     APP_ORIGIN,
     OP_KID,
     POST_LOGOUT_REDIRECT_URI,
@@ -73,6 +72,8 @@ from .oauth_support import (
     query_of,
     write_providers_toml,
 )
+from .support.servers import free_port, run_server
+from .support.signin import demo_sign_in
 
 pytestmark = pytest.mark.e2e
 

@@ -26,8 +26,8 @@ from webapp.auth.hooks import revocation_failed
 from webapp.extensions import db
 from webapp.models import Account
 
-from .helpers import free_port, run_server
-from .oauth_support import CLIENT_METHODS, Browser, NodeOP, error_of, write_providers_toml
+from .support.oauth import CLIENT_METHODS, Browser, NodeOP, error_of, write_providers_toml
+from .support.servers import free_port, run_server
 
 pytestmark = pytest.mark.e2e
 

@@ -20,9 +20,9 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
-from .conftest import IN_CI
-from .fixtures_smtp import Mailbox, link_of
-from .helpers import free_port, run_server, wait_until_listening
+from .support.config import IN_CI
+from .support.mail import Mailbox, link_of
+from .support.servers import free_port, run_server, wait_until_listening
 
 pytestmark = pytest.mark.e2e
 

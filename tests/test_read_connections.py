@@ -15,8 +15,9 @@ from webapp import create_app, database
 from webapp.account.flows import account_page
 from webapp.extensions import db
 
-from .conftest import base_config, pg_admin_engine
-from .helpers import demo_sign_in
+from .support.config import base_config
+from .support.databases import pg_admin_engine
+from .support.signin import demo_sign_in
 
 
 def backends(url: str) -> set[int]:

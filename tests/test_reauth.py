@@ -21,8 +21,9 @@ from webapp.clock import utcnow
 from webapp.extensions import db
 from webapp.models import Account, User
 
-from .helpers import demo_sign_in, row_count
-from .oauth_support import Browser, FakeIdP, fake_idp
+from .support.oauth import Browser, FakeIdP, fake_idp
+from .support.rows import row_count
+from .support.signin import demo_sign_in
 
 LATER = timedelta(hours=3)
 

@@ -8,8 +8,9 @@ import sqlalchemy as sa
 from webapp import create_app
 from webapp.extensions import db
 
-from .conftest import TEST_SECRET, base_config, pg_admin_engine
-from .helpers import demo_sign_in
+from .support.config import TEST_SECRET, base_config
+from .support.databases import pg_admin_engine
+from .support.signin import demo_sign_in
 
 # Port 1 on loopback: nothing listens, so connections are refused at once.
 DOWN = "postgresql+psycopg://postgres@127.0.0.1:1/nothing"

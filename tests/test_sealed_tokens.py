@@ -25,8 +25,8 @@ from webapp import MIGRATIONS_DIR, create_app, sealing
 from webapp.extensions import db
 from webapp.models import Account
 
-from .conftest import TEST_SECRET, base_config
-from .oauth_support import Browser, error_of
+from .support.config import TEST_SECRET, base_config
+from .support.oauth import Browser, error_of
 
 SECRET_A = TEST_SECRET  # what make_app() seals under
 SECRET_B = "rotated-secret-" + "b" * 40

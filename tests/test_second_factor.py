@@ -56,19 +56,18 @@ from webapp.models import (
 from webapp.settings import ConfigError
 from webapp.ui.qr import qr_svg
 
-from .conftest import TEST_SECRET
-from .fixtures_smtp import EmailActions, Mailbox, code_of, link_of
-from .helpers import (
+from .support.config import TEST_SECRET
+from .support.mail import EmailActions, Mailbox, code_of, link_of
+from .support.oauth import APP_ORIGIN, SECRET, Browser, NodeOP
+from .support.rows import NewSession, add_passkey, row_count
+from .support.second_factor import (
     RECOVERY_CODE_PATTERN,
     TOTP_KEY_PATTERN,
-    NewSession,
-    demo_sign_in,
     enrol_authenticator,
-    row_count,
     submit_second_factor,
     totp_code,
 )
-from .oauth_support import APP_ORIGIN, SECRET, Browser, NodeOP
+from .support.signin import demo_sign_in
 from .test_passkeys import Passkeys
 
 ANN = "ann@example.com"
@@ -1500,7 +1499,7 @@ def test_a_trusted_provider_passes_the_gate_in_the_device_flow_too(
     account_factory: Callable[..., int],
     session_factory: Callable[..., NewSession],
 ) -> None:
-    from .oauth_support import DEVICE_GRANT
+    from .support.oauth import DEVICE_GRANT
 
     client_id = "sf-amr-device"
     node_op.add_client(
@@ -1574,22 +1573,6 @@ def test_trust_provider_mfa_needs_an_id_token(
 
 
 # -- the operator's commands and the DBA's view -------------------------------------------
-
-
-def add_passkey(app: Flask, user_id: int, name: str = "Phone") -> None:
-    with app.app_context():
-        db.session.add(
-            Authenticator(
-                user_id=user_id,
-                credential_id=f"cred-{user_id}-{name}",
-                public_key="pQECAyYgASFYIA",
-                sign_count=0,
-                backed_up=True,
-                device_type="multi_device",
-                name=name,
-            )
-        )
-        db.session.commit()
 
 
 def test_mfa_reset_removes_every_factor_and_signs_the_user_out(

@@ -13,7 +13,8 @@ from flask.testing import FlaskClient
 from webapp.extensions import db
 from webapp.models import Authenticator, RecoveryCode, Session, TotpAuthenticator
 
-from .helpers import AuthActions, enrol_authenticator
+from .support.second_factor import enrol_authenticator
+from .support.signin import AuthActions
 
 #: Over-long, NUL, CR/LF, bidi controls, bad UTF-8 (as the bytes' percent-encoding),
 #: huge numbers, JSON nesting, markup.

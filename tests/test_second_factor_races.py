@@ -28,15 +28,10 @@ from webapp import create_app
 from webapp.extensions import db
 from webapp.models import RateLimitCounter, RecoveryCode, Session, TotpAuthenticator, User
 
-from .conftest import base_config
-from .helpers import (
-    RECOVERY_CODE_PATTERN,
-    TOTP_KEY_PATTERN,
-    Server,
-    row_count,
-    run_server,
-    totp_code,
-)
+from .support.config import base_config
+from .support.rows import row_count
+from .support.second_factor import RECOVERY_CODE_PATTERN, TOTP_KEY_PATTERN, totp_code
+from .support.servers import Server, run_server
 
 pytestmark = pytest.mark.e2e
 

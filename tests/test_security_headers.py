@@ -6,7 +6,7 @@ import pytest
 
 from webapp.settings import ConfigError, load_settings
 
-from .helpers import demo_sign_in
+from .support.signin import demo_sign_in
 
 HTMX = {"HX-Request": "true"}
 PRIVATE = "private, no-cache, no-store"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import requests
 
-from .helpers import run_server
+from .support.servers import run_server
 
 ROOT = Path(__file__).resolve().parent.parent
 STATIC = ROOT / "webapp" / "static"

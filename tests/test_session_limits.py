@@ -17,8 +17,8 @@ from webapp.extensions import db
 from webapp.models import Session, User
 from webapp.settings import ConfigError, load_settings
 
-from .conftest import base_config
-from .helpers import AuthActions, demo_sign_in
+from .support.config import base_config
+from .support.signin import AuthActions, demo_sign_in
 
 START = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 DAY = timedelta(days=1)

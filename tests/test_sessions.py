@@ -13,7 +13,7 @@ from webapp.auth.sessions import _READ
 from webapp.extensions import db
 from webapp.models import Session
 
-from .helpers import demo_sign_in
+from .support.signin import demo_sign_in
 
 START = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 DAY = timedelta(days=1)

@@ -50,11 +50,13 @@ from webapp.extensions import db
 from webapp.models import AuthEvent, DeviceRequest, SpentChallenge
 from webapp.settings import ConfigError, RateLimit, Settings, load_settings
 
-from .audit_support import PASSWORD_PROVIDER, WRONG_PASSWORD, password_hooks, sign_in
-from .conftest import _empty_tables, base_config
-from .fixtures_smtp import EmailActions, Outbox
-from .helpers import enrol_authenticator, row_count, submit_second_factor
-from .oauth_support import APP_ORIGIN, Browser, NodeOP, query_of, write_providers_toml
+from .support.audit import PASSWORD_PROVIDER, WRONG_PASSWORD, password_hooks, sign_in
+from .support.config import BROWSER_THROTTLES, base_config
+from .support.databases import empty_tables
+from .support.mail import EmailActions, Outbox
+from .support.oauth import APP_ORIGIN, Browser, NodeOP, query_of, write_providers_toml
+from .support.rows import row_count
+from .support.second_factor import enrol_authenticator, submit_second_factor
 from .test_hostile_input import TARGETS, Target
 
 ERROR_URL = APP_ORIGIN + "/auth/error?error="
@@ -456,22 +458,7 @@ def test_a_refusal_naming_a_user_is_recorded_past_the_allowance(
 # -- every route of the URL map ------------------------------------------------------------
 
 #: Every configurable throttle, small: a few rounds of the walk pass each.
-SMALL_LIMITS = {
-    name: "2/1h"
-    for name in (
-        "AUTH_CREDENTIALS_IP_LIMIT",
-        "AUTH_CREDENTIALS_IDENTIFIER_IP_LIMIT",
-        "AUTH_CREDENTIALS_IDENTIFIER_LIMIT",
-        "EMAIL_ADDRESS_IP_LIMIT",
-        "EMAIL_ADDRESS_LIMIT",
-        "EMAIL_IP_LIMIT",
-        "AUTH_SECOND_FACTOR_LIMIT",
-        "AUTH_SECOND_FACTOR_IP_LIMIT",
-        "AUTH_OAUTH_IP_LIMIT",
-        "AUTH_DEVICE_IP_LIMIT",
-        "AUTH_PASSKEY_IP_LIMIT",
-    )
-}
+SMALL_LIMITS = {name: "2/1h" for name in BROWSER_THROTTLES}
 #: Above the others, so that each throttle's own record comes before the trail's allowance.
 AUDIT_ALLOWANCE = "3/1h"
 #: Requests per route: many times any limit above. The last third must change nothing.
@@ -621,11 +608,11 @@ def walk(
     )
     app = create_app(config, environ={}, hooks=password_hooks())
     with app.app_context():
-        _empty_tables()
+        empty_tables()
     with pytest.MonkeyPatch.context() as patch:
         yield Walk(app, outbox, OutsideCalls(patch), node_op.issuer)
     with app.app_context():
-        _empty_tables()
+        empty_tables()
         db.engine.dispose()
 
 

@@ -25,8 +25,8 @@ from freezegun import freeze_time
 from webapp.auth.hooks import AuthHooks, UserInfo
 from webapp.settings import ConfigError, RateLimit
 
-from .fixtures_smtp import EmailActions, Mailbox
-from .oauth_support import write_providers_toml
+from .support.mail import EmailActions, Mailbox
+from .support.oauth import write_providers_toml
 
 RACERS = 40
 PASSWORD = "correct horse battery staple"

@@ -23,8 +23,9 @@ from webapp.auth.hooks import AuthHooks, signed_in, signed_out
 from webapp.extensions import db
 from webapp.models import Account, Session, User
 
-from .conftest import base_config
-from .helpers import DEMO_EMAIL, demo_sign_in, hearing_of_new_rows, row_count
+from .support.config import base_config
+from .support.rows import hearing_of_new_rows, row_count
+from .support.signin import DEMO_EMAIL, demo_sign_in
 
 ROOT = Path(__file__).resolve().parent.parent / "webapp"
 #: Where a commit may be written: the boundary itself, the handler of a refusal whose

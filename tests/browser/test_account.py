@@ -13,7 +13,7 @@ from webapp.clock import utcnow
 from webapp.extensions import db
 from webapp.models import Account, AuthEvent, User
 
-from .conftest import SCREENSHOTS, demo_signin
+from ..support.browser import SCREENSHOTS, demo_signin
 
 pytestmark = pytest.mark.browser
 

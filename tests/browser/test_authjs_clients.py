@@ -45,9 +45,10 @@ from webapp import create_app
 from webapp.auth.cookies import CSRF_COOKIE, SESSION_COOKIE
 from webapp.auth.providers.credentials import DEMO_PASSWORD
 
-from ..conftest import _empty_tables, base_config, migrate_database
-from ..fixtures_smtp import link_of
-from .conftest import ROOT, LiveServer, _Inbox, served
+from ..support.browser import ROOT, Inbox, LiveServer, served
+from ..support.config import base_config
+from ..support.databases import empty_tables, migrate_database
+from ..support.mail import link_of
 
 pytestmark = pytest.mark.browser
 
@@ -88,7 +89,7 @@ START_JS = """
 
 @pytest.fixture(scope="session")
 def authjs_server(
-    smtp_inbox: _Inbox, tmp_path_factory: pytest.TempPathFactory
+    smtp_inbox: Inbox, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LiveServer]:
     """The app on a loopback port with e-mail (through ``smtp_inbox``) and the demo
     credentials, on its own SQLite database."""
@@ -114,7 +115,7 @@ def _fresh_database(authjs_server: LiveServer) -> Iterator[None]:
     live servers): empty this module's server's tables after each test."""
     yield
     with authjs_server.app.app_context():
-        _empty_tables()
+        empty_tables()
 
 
 @pytest.fixture(scope="session")

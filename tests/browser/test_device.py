@@ -22,9 +22,9 @@ from webapp import create_app
 from webapp.extensions import db
 from webapp.models import DeviceRequest
 
-from ..conftest import base_config
-from ..oauth_support import DEVICE_GRANT, write_providers_toml
-from .conftest import LiveServer, axe_violations, served
+from ..support.browser import LiveServer, axe_violations, served
+from ..support.config import base_config
+from ..support.oauth import DEVICE_GRANT, write_providers_toml
 
 pytestmark = pytest.mark.browser
 

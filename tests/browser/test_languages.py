@@ -17,7 +17,7 @@ import pyotp
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import SCREENSHOTS, axe_violations
+from ..support.browser import SCREENSHOTS, axe_violations
 from .test_device import TV_PROVIDERS, tv  # noqa: F401 (the TV app, a fixture)
 
 pytestmark = pytest.mark.browser

@@ -11,7 +11,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import SCREENSHOTS, axe_violations, demo_signin
+from ..support.browser import SCREENSHOTS, axe_violations, demo_signin
 
 pytestmark = pytest.mark.browser
 LINK_RE = re.compile(r"https?://\S+/callback/email\S*")

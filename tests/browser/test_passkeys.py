@@ -21,8 +21,8 @@ from webapp import create_app
 from webapp.extensions import db
 from webapp.models import Authenticator, Session
 
-from ..conftest import base_config
-from .conftest import axe_violations, demo_signin, served
+from ..support.browser import axe_violations, demo_signin, served
+from ..support.config import base_config
 
 pytestmark = pytest.mark.browser
 

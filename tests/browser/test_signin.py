@@ -7,7 +7,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import demo_signin
+from ..support.browser import demo_signin
 
 pytestmark = pytest.mark.browser
 LINK_RE = re.compile(r"https?://\S+/callback/email\S*")

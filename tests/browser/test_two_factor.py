@@ -12,7 +12,7 @@ import pyotp
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import axe_violations, demo_signin
+from ..support.browser import axe_violations, demo_signin
 
 pytestmark = pytest.mark.browser
 

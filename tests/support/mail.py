@@ -29,7 +29,7 @@ from aiosmtpd.smtp import AuthResult, LoginPassword
 from flask import Flask
 from flask.testing import FlaskClient
 
-from .helpers import free_port
+from .servers import free_port
 
 SMTP_USER = "mailer"
 SMTP_PASSWORD = "s3cret pass/word"

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 WEBAPP = ROOT / "webapp"
 
 #: Starts every hostile string: a page showing it as text shows the request's input.

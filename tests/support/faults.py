@@ -29,7 +29,7 @@ from typing import Any
 
 from aiosmtpd.controller import Controller
 
-from .helpers import free_port
+from .servers import free_port
 
 # -- a PostgreSQL cluster of the test's own ------------------------------------------------
 

@@ -35,10 +35,10 @@ from flask.testing import FlaskClient
 from joserfc import jwt
 from joserfc.jwk import ECKey, RSAKey
 
-from .fixtures_smtp import EmailActions, Mailbox, link_of
-from .helpers import free_port
+from .mail import EmailActions, Mailbox, link_of
+from .servers import free_port
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 APP_ORIGIN = "http://localhost"
 #: Accounts the Node provider knows; the authorization request's login_hint picks one.
 ACCOUNTS: dict[str, dict[str, Any]] = {

@@ -1,5 +1,5 @@
-"""The app the cluster tests serve (WSGI_APP=tests.cluster_app:app): ``webapp.wsgi``'s, plus
-the credentials hook an embedding application would register, so that the credentials
+"""The app the cluster tests serve (WSGI_APP=tests.support.cluster_app:app): ``webapp.wsgi``'s,
+plus the credentials hook an embedding application would register, so that the credentials
 throttles can be tried across instances. It accepts the password the tests chose, which
 reaches it as AUTH_TEST_PASSWORD (scripts/cluster passes the AUTH_* variables on)."""
 

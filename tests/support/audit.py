@@ -18,7 +18,7 @@ from webapp.auth.hooks import AuthHooks, UserInfo
 from webapp.extensions import db
 from webapp.models import AuthEvent, User
 
-from .oauth_support import write_providers_toml
+from .oauth import write_providers_toml
 
 PASSWORDS = {
     "ann@example.com": "Ann's-password-" + "p" * 12,

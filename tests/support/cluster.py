@@ -28,11 +28,12 @@ import requests
 
 from webapp.errors import RETRY_AFTER
 
-from .fixtures_smtp import Mailbox, link_of
-from .helpers import read_rows
+from .mail import Mailbox, link_of
+from .rows import read_rows
 
-ROOT = Path(__file__).resolve().parent.parent
-#: The password the credentials hook of the served app accepts (tests/cluster_app.py).
+ROOT = Path(__file__).resolve().parents[2]
+#: The password the credentials hook of the served app (tests/support/cluster_app.py)
+#: accepts.
 PASSWORD = "correct horse battery staple"
 #: ``scripts/cluster``'s exit status when pgbouncer or haproxy is missing and cannot be
 #: installed.

@@ -1,0 +1,196 @@
+"""The Chromium suite's plain helpers (its fixtures are in tests/browser/conftest.py): the
+live server's parts (``Inbox``, an SMTP server's messages; ``LiveOP``, the test OpenID
+Provider with redirect URIs on the live origin; ``served``, an app in a werkzeug thread),
+what a page must not show (``Problems``, ``axe_violations``) and ``demo_signin`` in a page.
+"""
+
+from __future__ import annotations
+
+import email
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from email import policy
+from email.message import EmailMessage
+from pathlib import Path
+from typing import Any
+
+from flask import Flask
+from werkzeug.serving import make_server
+
+from webapp.extensions import db
+
+from .oauth import NodeOP
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ROOT = Path(__file__).resolve().parents[2]
+AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
+SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
+
+#: The OIDC providers the live app offers: (client id at the OP, name, OP account).
+#: The OP has no login form; ``login_hint`` picks the account (see tests/op/server.mjs).
+OIDC_PROVIDERS = [
+    ("op-basic", "Acme SSO", "alice"),
+    ("op-post", "Globex", "ann"),
+    ("op-jwt", "Initech", "alice"),
+    ("op-rsa", "Umbrella", "alice"),
+    ("op-ec", "Hooli", "alice"),
+    ("op-public", "Stark ID", "deny"),  # its OP account declines: AccessDenied
+]
+
+
+class Inbox:
+    """aiosmtpd handler keeping every message it receives."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.messages: list[EmailMessage] = []
+        self.lock = threading.Lock()
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        message = email.message_from_bytes(envelope.content, policy=policy.default)
+        with self.lock:
+            self.messages.append(message)  # type: ignore[arg-type]
+        return "250 OK"
+
+    def last_to(self, address: str) -> EmailMessage:
+        with self.lock:
+            for message in reversed(self.messages):
+                if address in str(message["To"]):
+                    return message
+        raise AssertionError(f"no message to {address}")
+
+
+class LiveOP(NodeOP):
+    """The test OpenID Provider, with redirect URIs on the live server's origin."""
+
+    def __init__(self, workdir: Path, app_origin: str) -> None:
+        super().__init__(workdir)
+        self.app_origin = app_origin
+
+    def client_metadata(self, client_id: str, method: str) -> dict[str, Any]:
+        meta = super().client_metadata(client_id, method)
+        meta["redirect_uris"] = [f"{self.app_origin}/auth/callback/{client_id}"]
+        return meta
+
+
+@dataclass
+class LiveServer:
+    url: str
+    app: Any
+    inbox: Inbox
+    names: dict[str, str] = field(default_factory=dict)
+    #: The OpenID Provider its OIDC providers are clients of (to approve device codes, add
+    #: clients for another origin).
+    op: LiveOP | None = None
+
+
+def providers_toml(entries: list[dict[str, Any]]) -> str:
+    """The ``[[providers]]`` tables of ``entries`` as TOML (string and inline-table values)."""
+    lines = []
+    for entry in entries:
+        lines.append("[[providers]]")
+        for key, value in entry.items():
+            if isinstance(value, dict):
+                inner = ", ".join(f'{k} = "{v}"' for k, v in value.items())
+                lines.append(f"{key} = {{ {inner} }}")
+            else:
+                lines.append(f'{key} = "{value}"')
+    return "\n".join(lines) + "\n"
+
+
+@contextmanager
+def served(build: Callable[[str], Flask]) -> Iterator[tuple[str, Flask]]:
+    """Serve ``build(origin)``'s app with werkzeug in a thread on a free loopback port;
+    yield the origin and the app."""
+    holder: dict[str, Any] = {}
+
+    def closing(environ: dict[str, Any], start_response: Any) -> Iterator[bytes]:
+        # Werkzeug's server never calls the answer's close() when the browser drops the
+        # connection (a page left while its favicon downloads); a production server does.
+        # Closing it here, when this generator is finalised, closes a served file
+        # explicitly instead of leaving it to the garbage collector's ResourceWarning.
+        body = holder["app"](environ, start_response)
+        try:
+            yield from body
+        finally:
+            close = getattr(body, "close", None)
+            if close is not None:
+                close()
+
+    server = make_server("127.0.0.1", 0, closing, threaded=True)
+    origin = f"http://127.0.0.1:{server.server_port}"
+    app = holder["app"] = build(origin)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield origin, app
+    finally:
+        server.shutdown()
+        thread.join()
+        server.server_close()
+        with app.app_context():
+            db.engine.dispose()
+
+
+class Problems:
+    """Console errors, uncaught exceptions and failed subresources of a test's pages.
+
+    A Content Security Policy violation is a console error. Chromium also logs a console
+    error for every non-2xx response, the page itself included (an error page's 403 is
+    intended), so those are judged by the response instead: only a failed subresource
+    (script, style, image, fetch) is a problem.
+    """
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def watch(self, page: Any) -> Any:
+        page.on("console", self._console)
+        page.on("pageerror", lambda e: self.seen.append(f"uncaught: {e}"))
+        page.on("response", self._response)
+        return page
+
+    def _console(self, message: Any) -> None:
+        if message.type == "error" and not message.text.startswith("Failed to load resource"):
+            self.seen.append(message.text)
+
+    def _response(self, response: Any) -> None:
+        if response.status >= 400 and not response.request.is_navigation_request():
+            self.seen.append(f"{response.status} {response.request.method} {response.url}")
+
+
+def axe_violations(page: Any) -> list[dict[str, Any]]:
+    """Run axe-core in ``page``; return the serious and critical violations."""
+    # evaluate() runs through the DevTools protocol, which the page's CSP does not govern;
+    # a <script> tag with axe's source would be refused, as it should be.
+    page.evaluate(AXE.read_text() + "\n;undefined")
+    result = page.evaluate("() => axe.run(document, {resultTypes: ['violations']})")
+    return [
+        {"id": v["id"], "impact": v["impact"], "nodes": [n["target"] for n in v["nodes"]]}
+        for v in result["violations"]
+        if v["impact"] in ("serious", "critical")
+    ]
+
+
+def demo_signin(page: Any, email: str, *, javascript: bool = True, lands_on: str = "**/") -> None:
+    """Sign in with the demo credentials form on the sign-in page (JS on or off); wait
+    for the page it lands on (``lands_on``, a glob)."""
+    page.goto("/auth/signin")
+    if javascript:
+        # Fill the island's form, not the server's one it is about to replace.
+        page.locator("[data-island=chooser]").wait_for()
+    form = page.locator("form", has=page.get_by_label("Password"))
+    form.get_by_label("E-mail", exact=True).fill(email)
+    form.get_by_label("Password").fill("demo")
+    form.get_by_role("button", name="Sign in with Demo account").click()
+    page.wait_for_url(lands_on)

@@ -1,0 +1,43 @@
+"""The settings every test app starts from (``base_config``, ``TEST_SECRET``), the throttles'
+settings (for tests that raise or lower them all), and whether the suite runs under CI
+(``IN_CI``: there a missing service fails the run, elsewhere its tests are skipped)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+TEST_SECRET = "test-secret-" + "x" * 40
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+#: The sign-in throttles' settings: credentials, e-mail requests, second-factor codes.
+SIGNIN_THROTTLES = (
+    "AUTH_CREDENTIALS_IP_LIMIT",
+    "AUTH_CREDENTIALS_IDENTIFIER_IP_LIMIT",
+    "AUTH_CREDENTIALS_IDENTIFIER_LIMIT",
+    "EMAIL_ADDRESS_IP_LIMIT",
+    "EMAIL_ADDRESS_LIMIT",
+    "EMAIL_IP_LIMIT",
+    "AUTH_SECOND_FACTOR_LIMIT",
+    "AUTH_SECOND_FACTOR_IP_LIMIT",
+)
+#: Those and the throttles of what a signed-out browser starts: code exchanges, device
+#: sign-ins, passkey ceremonies.
+BROWSER_THROTTLES = (
+    *SIGNIN_THROTTLES,
+    "AUTH_OAUTH_IP_LIMIT",
+    "AUTH_DEVICE_IP_LIMIT",
+    "AUTH_PASSKEY_IP_LIMIT",
+)
+
+
+def base_config(database_url: str, **overrides: Any) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "APP_ENV": "development",
+        "AUTH_SECRET": TEST_SECRET,
+        "AUTH_URL": "http://localhost/auth",
+        "DATABASE_URL": database_url,
+        "TESTING": True,
+    }
+    config.update(overrides)
+    return config

@@ -1,0 +1,98 @@
+"""The test databases: PostgreSQL databases created and dropped on the server at
+TEST_DATABASE_URL (default: the local server on 127.0.0.1:5432 with trust auth), migrating
+any database to a revision, and emptying the app's tables between tests.
+
+The fixtures that hand them out (``database_url``, ``postgres_url``, ``empty_database``,
+``make_app``) are in tests/conftest.py.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import sqlalchemy as sa
+
+from webapp import MIGRATIONS_DIR, create_app
+from webapp.extensions import db
+
+from .config import IN_CI, base_config
+
+PG_ADMIN_URL = os.environ.get(
+    "TEST_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
+
+
+@functools.cache
+def pg_admin_engine() -> sa.Engine:
+    # NullPool: no idle connection outlives its use (they would block DROP DATABASE).
+    return sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+
+
+def postgres_available() -> bool:
+    try:
+        with pg_admin_engine().connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+        return True
+    except sa.exc.OperationalError:
+        return False
+
+
+def require_postgres() -> None:
+    """Skip the calling test when PostgreSQL is unreachable; fail it under CI=true."""
+    if postgres_available():
+        return
+    message = f"PostgreSQL is not reachable at {PG_ADMIN_URL}"
+    if IN_CI:
+        pytest.fail(message + " (CI=true: a missing service is a failure)", pytrace=False)
+    pytest.skip(message)
+
+
+def create_pg_database(prefix: str = "webapp_test") -> str:
+    """Create an empty PostgreSQL database; return its SQLAlchemy URL."""
+    require_postgres()
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    with pg_admin_engine().connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    return re.sub(r"/[^/]*$", f"/{name}", PG_ADMIN_URL)
+
+
+def drop_pg_database(url: str) -> None:
+    name = url.rsplit("/", 1)[1]
+    with pg_admin_engine().connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+def migrate_database(database_url: str, revision: str = "head") -> None:
+    from flask_migrate import upgrade
+
+    app = create_app(base_config(database_url), environ={})
+    with app.app_context():
+        upgrade(directory=str(MIGRATIONS_DIR), revision=revision)
+        db.engine.dispose()
+
+
+def migrated_pg_database() -> Iterator[str]:
+    """Yield the URL of a new, migrated PostgreSQL database; drop it afterwards."""
+    url = create_pg_database()
+    try:
+        migrate_database(url)
+        yield url
+    finally:
+        drop_pg_database(url)
+
+
+def empty_tables() -> None:
+    """Delete every row of the current app's tables (call it in an app context)."""
+    tables = [t for t in reversed(db.metadata.sorted_tables)]
+    with db.engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            names = ", ".join(f'"{t.name}"' for t in tables)
+            conn.execute(sa.text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
+        else:
+            for table in tables:
+                conn.execute(table.delete())
