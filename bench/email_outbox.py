@@ -23,7 +23,7 @@ from pathlib import Path
 from flask import Flask
 
 from webapp import MIGRATIONS_DIR, create_app
-from webapp.extensions import db
+from webapp.storage.db import db
 
 
 def build_app(database_url: str, outbox: str) -> Flask:

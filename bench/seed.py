@@ -19,7 +19,7 @@ import re
 
 import psycopg
 
-from webapp.auth.sessions import hash_token
+from webapp.sessions.store import hash_token
 
 #: Session tokens are 43 characters, as real ones (32 bytes in base64url) are.
 TOKEN_WIDTH = 32

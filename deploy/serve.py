@@ -11,7 +11,7 @@ GIL); a few threads per worker (``WEB_THREADS``), so a worker keeps its core bus
 request waits on PostgreSQL, SMTP or an identity provider. A request stalled on a provider
 holds one thread, never the worker. Each thread needs at most one pooled database
 connection, so ``DB_POOL_SIZE`` should be at least ``WEB_THREADS``, and keeps one more for
-the hot reads (``webapp.database.ReadConnections``): workers x (DB_POOL_SIZE +
+the hot reads (``webapp.storage.database.ReadConnections``): workers x (DB_POOL_SIZE +
 DB_MAX_OVERFLOW + WEB_THREADS) must stay below PostgreSQL's ``max_connections`` (or the
 pooler's client connections).
 
@@ -129,7 +129,7 @@ def preload_libraries() -> None:
 
 
 def logging_config() -> dict[str, object]:
-    """granian's logging, plus the app's access log (``webapp.observability``) on stdout,
+    """granian's logging, plus the app's access log (``webapp.telemetry.logs``) on stdout,
     one line per request with its request id (granian's own access log is off: it can
     neither carry the id the app gives a request nor redact a link's token)."""
     config = copy.deepcopy(LOGGING_CONFIG)

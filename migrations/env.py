@@ -23,7 +23,8 @@ def run_migrations_offline() -> None:
 
 
 def run_migrations_online() -> None:
-    # `flask auth migrate` hands over the connection that holds its lock (webapp/upgrade.py).
+    # `flask auth migrate` hands over the connection that holds its lock
+    # (webapp/storage/schema_upgrade.py).
     given = config.attributes.get("connection")
     if given is not None:
         run_migrations_on(given)

@@ -24,10 +24,10 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from webapp import create_app
-from webapp.auth.hooks import AuthHooks
-from webapp.auth.sessions import hash_token, new_token
-from webapp.extensions import db
-from webapp.models import Account, Session, User
+from webapp.core.hooks import AuthHooks
+from webapp.sessions.store import hash_token, new_token
+from webapp.storage.db import db
+from webapp.storage.models import Account, Session, User
 
 from .support.config import base_config
 from .support.databases import (

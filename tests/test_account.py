@@ -8,10 +8,10 @@ from datetime import timedelta
 import pytest
 from freezegun import freeze_time
 
-from webapp.account.display import breakable
-from webapp.clock import utcnow
-from webapp.extensions import db
-from webapp.models import Account, Authenticator, Session, User
+from webapp.core.clock import utcnow
+from webapp.storage.db import db
+from webapp.storage.models import Account, Authenticator, Session, User
+from webapp.web.account_display import breakable
 
 from .support.oauth import email_sign_in
 from .support.rows import row_count

@@ -21,11 +21,11 @@ from flask.testing import FlaskClient
 from flask_migrate import downgrade, upgrade
 
 from webapp import MIGRATIONS_DIR, create_app
-from webapp.auth.errors import AuthError
-from webapp.auth.flows.linking import MAX_PICTURE_URL, picture_url, resolve_user
-from webapp.auth.hooks import AuthHooks, UserInfo
-from webapp.extensions import db
-from webapp.models import Account, Session, User
+from webapp.core.hooks import AuthHooks, UserInfo
+from webapp.errors import AuthError
+from webapp.flows.signin.identity import MAX_PICTURE_URL, picture_url, resolve_user
+from webapp.storage.db import db
+from webapp.storage.models import Account, Session, User
 
 from .support.config import base_config
 from .support.mail import EmailActions, Mailbox, link_of
@@ -257,7 +257,7 @@ def test_the_first_verified_owner_takes_the_address_from_unverified_holders(
     assert error_of(demo_sign_in(app.test_client(), ANN)) is None
     assert [u.email for u in users(app)] == [ANN, ANN]
 
-    with caplog.at_level(logging.INFO, logger="webapp.auth.flows.linking"):
+    with caplog.at_level(logging.INFO, logger="webapp.flows.signin.identity"):
         # Ann at the provider that verifies; e-mail linking is off, and nobody owns ann@.
         assert error_of(Browser(app.test_client()).sign_in("op-basic", login_hint="ann")) is None
     mallory, demo, ann = users(app)

@@ -21,8 +21,8 @@ import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
 
-from webapp.extensions import db
-from webapp.models import Account, Authenticator, User
+from webapp.storage.db import db
+from webapp.storage.models import Account, Authenticator, User
 
 from .support.rows import add_passkey
 from .support.signin import demo_sign_in

@@ -16,11 +16,11 @@ from babel.dates import format_datetime, format_skeleton
 from flask import Flask
 
 from webapp import i18n
-from webapp.account.flows import account_page, two_factor
-from webapp.auth import audit
-from webapp.database import read_together
-from webapp.extensions import db
-from webapp.models import AuthEvent, Session, User
+from webapp.audit import trail as audit
+from webapp.flows.account import account_page, two_factor
+from webapp.storage.database import read_together
+from webapp.storage.db import db
+from webapp.storage.models import AuthEvent, Session, User
 
 
 def _user_id(app: Flask, email: str = "ann@example.com") -> int:

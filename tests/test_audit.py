@@ -22,11 +22,11 @@ from flask.testing import FlaskClient
 from freezegun import freeze_time
 from joserfc import jwt
 
-from webapp.auth import totp
-from webapp.auth.audit import Event, subject_hash
-from webapp.extensions import db
-from webapp.models import RecoveryCode, Session, User
+from webapp.audit.trail import Event, subject_hash
+from webapp.second_factor import totp
 from webapp.settings import ConfigError, current_settings, load_settings
+from webapp.storage.db import db
+from webapp.storage.models import RecoveryCode, Session, User
 
 from .support.audit import (
     CHROME_MAC,
@@ -494,7 +494,7 @@ def test_a_recovery_code_is_recorded_in_the_transaction_that_spends_it(
 ) -> None:
     """A sign-in that fails after its recovery code passed keeps the code unspent, and
     leaves no row saying it was used."""
-    from webapp.auth.flows import second_factor as flow
+    from webapp.flows.signin import second_factor as flow
 
     app = password_app()
     ann = app.test_client()

@@ -23,10 +23,10 @@ from flask.testing import FlaskClient
 from flask_login import current_user, login_required
 from freezegun import freeze_time
 
-from webapp.clock import iso_utc
-from webapp.extensions import db
-from webapp.models import Account, AuthEvent, Session, User
+from webapp.core.clock import iso_utc
 from webapp.settings import ConfigError
+from webapp.storage.db import db
+from webapp.storage.models import Account, AuthEvent, Session, User
 
 from .support.oauth import API_RESOURCE, APP_ORIGIN, Browser, fake_idp, query_of
 from .support.rows import row_count

@@ -14,10 +14,10 @@ import pytest
 from bench import report, seed
 from tests.support.config import base_config
 from webapp import create_app
-from webapp.account.flows.account_page import recent_activity
-from webapp.auth.sessions import read_session
-from webapp.extensions import db
-from webapp.models import Session
+from webapp.flows.account.account_page import recent_activity
+from webapp.sessions.store import read_session
+from webapp.storage.db import db
+from webapp.storage.models import Session
 
 WRK_OUTPUT = """\
 Running 5s test @ http://127.0.0.1:8100/auth/session
@@ -189,10 +189,10 @@ def test_profile_layers_attribute_each_sample_to_its_innermost_known_layer(tmp_p
                 # Flask's own app.py is Flask, not the app (whose code lives in webapp/).
                 f"handle ({site}/gunicorn/workers/gthread.py:553);"
                 f"Flask.wsgi_app ({site}/flask/app.py:1511) 3",
-                f"Flask.wsgi_app ({site}/flask/app.py:1511);read_session (/src/main/webapp/auth/"
-                f"sessions.py:90);execute ({site}/psycopg/cursor.py:100) 2",
-                f"Flask.wsgi_app ({site}/flask/app.py:1511);read_session (/src/main/webapp/auth/"
-                "sessions.py:90) 4",
+                f"Flask.wsgi_app ({site}/flask/app.py:1511);read_session "
+                f"(/src/main/webapp/sessions/store.py:90);execute ({site}/psycopg/cursor.py:100) 2",
+                f"Flask.wsgi_app ({site}/flask/app.py:1511);read_session "
+                "(/src/main/webapp/sessions/store.py:90) 4",
                 "select (selectors.py:468) 1",
                 "py-spy's note, not a sample",
             ]
@@ -211,4 +211,6 @@ def test_profile_layers_attribute_each_sample_to_its_innermost_known_layer(tmp_p
         "| other (Python's thread pool, selectors, logging) | 10% |",
     ]
     self_rows, _, total = report.profile_top(samples)
-    assert total == 10 and self_rows[2] == "| 40.0% | `read_session (webapp/auth/sessions.py:90)` |"
+    assert (
+        total == 10 and self_rows[2] == "| 40.0% | `read_session (webapp/sessions/store.py:90)` |"
+    )

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 import sqlalchemy as sa
 from freezegun import freeze_time
 
-from webapp.extensions import db
-from webapp.models import (
+from webapp.storage.db import db
+from webapp.storage.models import (
     DeviceRequest,
     RateLimitCounter,
     Session,

@@ -26,8 +26,8 @@ from alembic.script import ScriptDirectory
 from flask import Flask
 
 from webapp import MIGRATIONS_DIR, create_app
-from webapp.errors import RETRY_AFTER
-from webapp.extensions import db
+from webapp.storage.db import db
+from webapp.web.error_answers import RETRY_AFTER
 
 from .support.cluster import INSTANCES, MISSING_PACKAGES, PASSWORD, Browser, Cluster, Load, wait_for
 from .support.config import IN_CI, TEST_SECRET, base_config

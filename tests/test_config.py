@@ -9,8 +9,8 @@ import click
 import pytest
 
 from webapp import create_app
-from webapp.devserver import DevServer, dev_server
 from webapp.settings import ConfigError, load_settings
+from webapp.settings.dev_server import DevServer, dev_server
 
 SECRET = "s" * 40
 #: An app behind a transaction pooler (PgBouncer on "pooler").

@@ -1,4 +1,4 @@
-"""Flask's signed-cookie session (webapp/cookie_session.py): read only when used, in
+"""Flask's signed-cookie session (webapp/browser_state/flask_session.py): read only when used, in
 itsdangerous's format, and the CSRF tokens signed from it (extensions.CSRFProtect.token)."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from itsdangerous import TimestampSigner, URLSafeTimedSerializer
 from itsdangerous.signer import HMACAlgorithm
 from wtforms import ValidationError
 
-from webapp.caching import add_vary
-from webapp.cookie_session import CookieSessionInterface, KeyedOnceSerializer
+from webapp.browser_state.flask_session import CookieSessionInterface, KeyedOnceSerializer
+from webapp.core.cache_headers import add_vary
 
 CSRF_COOKIE = "auth.csrf-token"
 

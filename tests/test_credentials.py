@@ -7,7 +7,7 @@ import pytest
 import sqlalchemy as sa
 from freezegun import freeze_time
 
-from webapp.auth.hooks import (
+from webapp.core.hooks import (
     AuthHooks,
     UserInfo,
     account_linked,
@@ -16,8 +16,8 @@ from webapp.auth.hooks import (
     signed_out,
     user_created,
 )
-from webapp.extensions import db
-from webapp.models import Account, Session, User
+from webapp.storage.db import db
+from webapp.storage.models import Account, Session, User
 
 from .support.rows import row_count
 

@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
-from webapp.auth.errors import CODES, SIGNIN_CODES
-from webapp.models import Session, User
+from webapp.errors import CODES, SIGNIN_CODES
+from webapp.storage.models import Session, User
 
 from .support.rows import row_count
 from .support.signin import demo_sign_in
@@ -186,7 +186,7 @@ def test_error_page_links_are_not_built_from_the_request(make_app):
 
 
 def test_unexpected_errors_show_no_internals(make_app, caplog):
-    from webapp.auth.hooks import AuthHooks
+    from webapp.core.hooks import AuthHooks
 
     hooks = AuthHooks()
 

@@ -35,10 +35,10 @@ from flask.testing import FlaskClient
 from joserfc import jwt
 from joserfc.jwk import RSAKey
 
-from webapp.auth import sealed_cookies
-from webapp.auth.flows import device as device_flow
-from webapp.extensions import db
-from webapp.models import Account, DeviceRequest, Session, User
+from webapp.browser_state import sealed_cookies
+from webapp.flows.signin import device as device_flow
+from webapp.storage.db import db
+from webapp.storage.models import Account, DeviceRequest, Session, User
 
 from .support.oauth import (
     APP_ORIGIN,
@@ -56,7 +56,7 @@ from .support.servers import free_port
 pytestmark = pytest.mark.e2e
 
 SESSION_COOKIE = "auth.session-token"
-#: The purpose the handle cookie is sealed for (webapp/auth/flows/device.py).
+#: The purpose the handle cookie is sealed for (webapp/flows/signin/device.py).
 HANDLE_PURPOSE = "device-handle"
 #: The app's names for the provider's device clients.
 NAMES = {"op-device": "Acme TV", "op-device-public": "Public TV", "op-device-short": "Short TV"}

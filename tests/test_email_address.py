@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from webapp.auth.addresses import MAX_LENGTH, InvalidAddress, normalize_email
+from webapp.mail.email_addresses import MAX_LENGTH, InvalidAddress, normalize_email
 
 # Exactly MAX_LENGTH (254) characters: the longest accepted; one more is refused below.
 LONGEST = "a" * (MAX_LENGTH - len("@example.com")) + "@example.com"

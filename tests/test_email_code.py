@@ -8,8 +8,8 @@ import pytest
 import sqlalchemy as sa
 from freezegun import freeze_time
 
-from webapp.extensions import db
-from webapp.models import VerificationToken
+from webapp.storage.db import db
+from webapp.storage.models import VerificationToken
 
 from .support.mail import EmailActions, code_of, link_of
 

@@ -11,8 +11,8 @@ import pytest
 from flask import Flask
 
 from webapp import create_app
-from webapp.extensions import db
-from webapp.models import Session, User, VerificationToken
+from webapp.storage.db import db
+from webapp.storage.models import Session, User, VerificationToken
 
 from .support.config import base_config
 from .support.mail import EmailActions, Outbox

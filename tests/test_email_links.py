@@ -11,8 +11,8 @@ import pytest
 import sqlalchemy as sa
 from freezegun import freeze_time
 
-from webapp.extensions import db
-from webapp.models import Account, Session, User, VerificationToken
+from webapp.storage.db import db
+from webapp.storage.models import Account, Session, User, VerificationToken
 
 from .support.mail import EmailActions, code_of, link_of
 from .support.rows import row_count

@@ -15,9 +15,9 @@ import pytest
 import sqlalchemy as sa
 from flask import Flask
 
-from webapp.auth.hooks import AuthHooks, UserInfo
-from webapp.extensions import db
-from webapp.models import User
+from webapp.core.hooks import AuthHooks, UserInfo
+from webapp.storage.db import db
+from webapp.storage.models import User
 
 from .support.mail import EmailActions, Mailbox
 from .support.oauth import Browser, FakeIdP, fake_idp, write_providers_toml

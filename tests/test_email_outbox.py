@@ -10,8 +10,8 @@ import sqlalchemy as sa
 from flask_migrate import downgrade, upgrade
 
 from webapp import MIGRATIONS_DIR, create_app
-from webapp.extensions import db
 from webapp.settings import ConfigError
+from webapp.storage.db import db
 
 from .support.config import base_config
 from .support.databases import migrate_database
@@ -39,7 +39,7 @@ def test_a_fresh_development_setup_offers_email_through_the_outbox(make_app, out
     assert 'action="/auth/signin/email"' in client.get("/auth/signin").get_data(as_text=True)
 
     actions = EmailActions(client)
-    with caplog.at_level(logging.INFO, logger="webapp.auth.mail"):
+    with caplog.at_level(logging.INFO, logger="webapp.mail.delivery"):
         actions.request_link("ann@example.com")
     [eml] = outbox.folder.glob("*.eml")
     # The file holds a live link: only its owner may read it.

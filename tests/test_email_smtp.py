@@ -7,8 +7,8 @@ import ssl
 
 import pytest
 
-from webapp.models import VerificationToken
 from webapp.settings import ConfigError
+from webapp.storage.models import VerificationToken
 
 from .support.mail import SMTP_USER, EmailActions, code_of, html_of, link_of, text_of
 from .support.rows import row_count

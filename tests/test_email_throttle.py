@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from freezegun import freeze_time
 
-from webapp.models import VerificationToken
 from webapp.settings import ConfigError, RateLimit
+from webapp.storage.models import VerificationToken
 
 from .support.mail import EmailActions, link_of
 from .support.rows import row_count

@@ -48,11 +48,11 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from webapp import create_app
-from webapp.auth.sessions import hash_token, new_token
-from webapp.database import engine_options
-from webapp.errors import RETRY_AFTER
-from webapp.extensions import db
-from webapp.models import Account, Session, User, VerificationToken
+from webapp.sessions.store import hash_token, new_token
+from webapp.storage.database import engine_options
+from webapp.storage.db import db
+from webapp.storage.models import Account, Session, User, VerificationToken
+from webapp.web.error_answers import RETRY_AFTER
 
 from .support.config import IN_CI, base_config
 from .support.databases import migrate_database

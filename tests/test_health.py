@@ -1,4 +1,4 @@
-"""``GET /healthz`` and ``GET /readyz`` (webapp/health.py), for load balancers: cheap, quiet
+"""``GET /healthz`` and ``GET /readyz`` (webapp/web/health.py), for load balancers: cheap, quiet
 in the access log, and bounded in time whatever the database does.
 
 tests/test_cluster.py shows HAProxy acting on them."""
@@ -14,8 +14,8 @@ import pytest
 from flask import Flask
 
 from webapp import create_app
-from webapp.errors import RETRY_AFTER
-from webapp.health import READY_TIMEOUT
+from webapp.web.error_answers import RETRY_AFTER
+from webapp.web.health import READY_TIMEOUT
 
 from .support.config import base_config
 from .support.faults import syn_dropping_port
@@ -50,12 +50,12 @@ def test_readyz_is_one_trivial_statement(app, client, count_sql):
 
 def test_readyz_with_the_database_unreachable_is_503_and_says_so_once(caplog):
     client = _app_on(REFUSED).test_client()
-    with caplog.at_level(logging.INFO, logger="webapp.health"):
+    with caplog.at_level(logging.INFO, logger="webapp.web.health"):
         answers = [client.get("/readyz") for _ in range(3)]
     for r in answers:
         assert (r.status_code, r.json) == (503, {"status": "unavailable"})
         assert r.headers["Retry-After"] == str(RETRY_AFTER)
-    [warning] = [rec for rec in caplog.records if rec.name == "webapp.health"]
+    [warning] = [rec for rec in caplog.records if rec.name == "webapp.web.health"]
     assert warning.levelno == logging.WARNING
     assert warning.getMessage().startswith("not ready: the database did not answer: ")
     assert "\n" not in warning.getMessage()

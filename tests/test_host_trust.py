@@ -20,11 +20,11 @@ import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
 
-from webapp.auth.hooks import AuthHooks, UserInfo
-from webapp.extensions import db
-from webapp.models import RateLimitCounter, Session, User, VerificationToken
-from webapp.proxies import ForwardedHeaders
+from webapp.core.hooks import AuthHooks, UserInfo
+from webapp.core.proxies import ForwardedHeaders
 from webapp.settings import ConfigError, TrustedProxies, load_settings
+from webapp.storage.db import db
+from webapp.storage.models import RateLimitCounter, Session, User, VerificationToken
 
 from .support.mail import Mailbox, link_of
 from .support.oauth import FakeIdP, fake_idp, query_of, write_providers_toml
@@ -638,14 +638,14 @@ def test_a_foreign_host_answers_json_to_json_callers(
     headers: dict[str, str],
 ) -> None:
     """Whatever a JSON caller asks, the answer names AUTH_URL's host, as JSON (the same
-    rule as every error answer, webapp.errors.expects_json), and the log line its id."""
+    rule as every error answer, webapp.web.error_answers.expects_json), and the log line its id."""
     client = _client(production_app())
-    with caplog.at_level(logging.WARNING, logger="webapp.hosts"):
+    with caplog.at_level(logging.WARNING, logger="webapp.core.hosts"):
         response = client.open(path, method=method, headers={"Host": f"{EVIL}:8443", **headers})
     assert response.status_code == 400
     assert response.json == {"error": "UnknownHost", "expectedHost": SITE}
     assert response.headers["Cache-Control"] == "no-store"
-    [record] = [r for r in caplog.records if r.name == "webapp.hosts"]
+    [record] = [r for r in caplog.records if r.name == "webapp.core.hosts"]
     assert record.request_id == response.headers["X-Request-ID"]  # type: ignore[attr-defined]
     assert (
         record.getMessage() == f"refused request for foreign host {EVIL}:8443 (this site is {SITE})"

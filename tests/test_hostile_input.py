@@ -50,9 +50,9 @@ are compared with the seeded ones; a change is reported and the seeded rows are 
 The development outbox counts as a table: a message sent is a write. Excluded, by design:
 
 * ``rate_limit_counters``: a throttle counts an attempt before it decides on it, on its own
-  connection, so that a burst cannot slip through (webapp/auth/ratelimit.py);
+  connection, so that a burst cannot slip through (webapp/audit/throttles.py);
 * ``auth_events``: a refused request is recorded in the audit trail whatever becomes of
-  its other writes (webapp/auth/audit.py). ``test_the_audit_trail_holds_refusals_only``
+  its other writes (webapp/audit/trail.py). ``test_the_audit_trail_holds_refusals_only``
   checks what it gained: refusals (and the sign-out above), no secret, and the request's
   text only where a row keeps it by design (the device read from ``User-Agent``, the
   request id from ``X-Request-ID``);
@@ -60,7 +60,7 @@ The development outbox counts as a table: a message sent is a write. Excluded, b
   signed-in browser's own session row: signing out is the route's purpose;
 * on ``POST {base}/device/<id>`` with a token that passed the CSRF check, one new
   ``device_requests`` row of that provider holding nothing of the input: starting a device
-  sign-in keeps its request as a row (webapp/auth/flows/device.py).
+  sign-in keeps its request as a row (webapp/flows/signin/device.py).
 
 Throttles are set out of reach and each request comes from an address of its own: a
 throttle would stop the input before the code it is aimed at (they have their own tests).
@@ -90,11 +90,11 @@ from werkzeug.datastructures import ImmutableMultiDict
 from werkzeug.test import EnvironBuilder, run_wsgi_app
 
 from webapp import create_app
-from webapp.auth.oauth import checks as oauth_checks
-from webapp.auth.providers import providers
-from webapp.database import driver_statement
-from webapp.extensions import db
-from webapp.models import Authenticator
+from webapp.browser_state import oauth_checks
+from webapp.providers import providers
+from webapp.storage.database import driver_statement
+from webapp.storage.db import db
+from webapp.storage.models import Authenticator
 
 from .support.config import SIGNIN_THROTTLES, TEST_SECRET, base_config
 from .support.databases import empty_tables

@@ -18,7 +18,6 @@ from babel.messages.pofile import read_po
 from flask import render_template_string
 
 from webapp import create_app
-from webapp.extensions import db
 from webapp.i18n import (
     OWN_NAMES,
     SOURCE_LOCALE,
@@ -29,8 +28,9 @@ from webapp.i18n import (
     format_moment,
     shipped_locales,
 )
-from webapp.models import User
 from webapp.settings import ConfigError
+from webapp.storage.db import db
+from webapp.storage.models import User
 
 from .support.config import base_config
 from .support.mail import html_of, link_of, text_of

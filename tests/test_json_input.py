@@ -1,12 +1,12 @@
-"""JSON from outside, parsed one way (webapp/jsonsafe.py): too deep nesting is malformed
+"""JSON from outside, parsed one way (webapp/core/jsonsafe.py): too deep nesting is malformed
 JSON like any other, never a RecursionError (a 500)."""
 
 from __future__ import annotations
 
 import pytest
 
-from webapp import jsonsafe
-from webapp.models import Session, User
+from webapp.core import jsonsafe
+from webapp.storage.models import Session, User
 
 from .support.rows import row_count
 

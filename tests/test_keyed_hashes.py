@@ -1,4 +1,4 @@
-"""Keyed hashes (``webapp.keyed_hashes``) stay byte for byte what they are: stored values
+"""Keyed hashes (``webapp.core.keyed_hashes``) stay byte for byte what they are: stored values
 are found by them (rate-limit counter keys, the audit trail's ``subject_hash``, the
 known-browser cookie, e-mail link, code and browser hashes, the bearer cache, a passkey's
 user handle at the authenticator). Each purpose's hash is checked against an HMAC computed
@@ -16,8 +16,11 @@ from pathlib import Path
 import pytest
 from flask import Flask
 
-from webapp.auth import audit, bearer, passkeys, ratelimit
-from webapp.keyed_hashes import keyed_digest, keyed_hash, keyed_hashes
+from webapp.audit import throttles as ratelimit
+from webapp.audit import trail as audit
+from webapp.core.keyed_hashes import keyed_digest, keyed_hash, keyed_hashes
+from webapp.flows import bearer
+from webapp.passkeys import relying_party as passkeys
 from webapp.settings import Settings, install, load_settings
 
 SECRET = "pinned-secret-" + "k" * 40

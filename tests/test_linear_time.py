@@ -33,15 +33,21 @@ from flask import request
 from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.test import create_environ
 
-from webapp import logsafe, observability, proxies
-from webapp.account import display
-from webapp.auth import addresses, audit, beacon, bearer, recovery_codes, redirects, totp
-from webapp.auth.errors import AuthError
-from webapp.auth.flows import oauth
-from webapp.errors import expects_json
-from webapp.hosts import hostname
+from webapp.audit import trail as audit
+from webapp.core import proxies, redirects
+from webapp.core.hosts import hostname
+from webapp.errors import AuthError
+from webapp.flows import bearer
+from webapp.flows.signin import oauth
 from webapp.i18n import select_locale
+from webapp.mail import email_addresses as addresses
+from webapp.second_factor import recovery_codes, totp
 from webapp.settings import TrustedProxies
+from webapp.telemetry import logs as observability
+from webapp.telemetry import logsafe
+from webapp.web import account_display as display
+from webapp.web import client_log as beacon
+from webapp.web.error_answers import expects_json
 
 T = TypeVar("T")
 

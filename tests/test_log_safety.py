@@ -17,8 +17,8 @@ import requests
 from sqlalchemy.exc import OperationalError
 from werkzeug.serving import make_server
 
-from webapp import logsafe
-from webapp.logsafe import encode, redact, redact_query
+from webapp.telemetry import logsafe
+from webapp.telemetry.logsafe import encode, redact, redact_query
 
 from .support.mail import EmailActions, link_of
 
@@ -193,10 +193,10 @@ def test_the_redactor_redacts_exactly_what_the_old_pattern_did():
 
 @pytest.mark.parametrize("char", BREAKS, ids=BREAK_IDS)
 def test_a_csrf_failure_on_a_forged_path_logs_one_line(client, caplog, char):
-    with caplog.at_level(logging.WARNING, logger="webapp.errors"):
+    with caplog.at_level(logging.WARNING, logger="webapp.web.error_answers"):
         r = client.post(f"/auth/signin/x{quote(char)}FORGED%20line")
     assert r.headers["Location"].endswith("error=MissingCSRF")
-    [record] = [r for r in records(caplog, "webapp.errors") if "CSRF" in r.getMessage()]
+    [record] = [r for r in records(caplog, "webapp.web.error_answers") if "CSRF" in r.getMessage()]
     assert one_safe_line(record.getMessage(), char)
     assert f"/auth/signin/x{encode(char)}FORGED line" in record.getMessage()
 
@@ -207,10 +207,12 @@ def test_an_unexpected_error_on_a_forged_path_logs_one_line(app, caplog, char):
         raise RuntimeError("boom")
 
     app.add_url_rule("/test-boom/<rest>", "test_boom", boom)
-    with caplog.at_level(logging.ERROR, logger="webapp.errors"):
+    with caplog.at_level(logging.ERROR, logger="webapp.web.error_answers"):
         r = app.test_client().get(f"/test-boom/x{quote(char)}FORGED")
     assert r.status_code == 500
-    [record] = [r for r in records(caplog, "webapp.errors") if "unhandled" in r.getMessage()]
+    [record] = [
+        r for r in records(caplog, "webapp.web.error_answers") if "unhandled" in r.getMessage()
+    ]
     assert one_safe_line(record.getMessage(), char)
 
 
@@ -220,10 +222,12 @@ def test_a_database_outage_logs_the_driver_message_on_one_line(app, caplog, char
         raise OperationalError("SELECT 1", {}, Exception(f"server closed{char}FORGED"))
 
     app.add_url_rule("/test-down/<rest>", "test_down", down)
-    with caplog.at_level(logging.ERROR, logger="webapp.errors"):
+    with caplog.at_level(logging.ERROR, logger="webapp.web.error_answers"):
         r = app.test_client().get(f"/test-down/x{quote(char)}y")
     assert r.status_code == 503
-    [record] = [r for r in records(caplog, "webapp.errors") if "unavailable" in r.getMessage()]
+    [record] = [
+        r for r in records(caplog, "webapp.web.error_answers") if "unavailable" in r.getMessage()
+    ]
     assert one_safe_line(record.getMessage(), char)
 
 
@@ -263,13 +267,13 @@ def test_a_beacon_value_cannot_pose_as_another_field_or_carry_a_token(client, ca
 
 
 def test_an_auth_error_detail_is_encoded_and_redacted(app, caplog):
-    from webapp import errors
-    from webapp.auth.errors import AuthError
+    from webapp.errors import AuthError
+    from webapp.web import error_answers as errors
 
     detail = "oidc: provider error " + "".join(BREAKS) + " from /cb?code=SECRETCODE1&x=1"
     with app.test_request_context("/auth/callback/oidc"), caplog.at_level(logging.WARNING):
         errors._signin_failed(AuthError("OAuthCallback", detail))
-    [record] = records(caplog, "webapp.errors")
+    [record] = records(caplog, "webapp.web.error_answers")
     message = record.getMessage()
     assert len(message.splitlines()) == 1 and not set(BREAKS) & set(message)
     assert "SECRETCODE1" not in message and "code=[redacted]&x=1" in message
@@ -316,7 +320,7 @@ def test_the_development_server_filter_is_installed_once(make_app):
     assert len([f for f in filters if type(f).__name__ == "_DevServerRedaction"]) == 1
 
 
-# The production server's access log (webapp.observability, written after each answer)
+# The production server's access log (webapp.telemetry.logs, written after each answer)
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
-"""``flask auth migrate`` (webapp/upgrade.py): instances starting at the same moment upgrade
-a new database exactly once, under an advisory lock held on a direct connection; the
+"""``flask auth migrate`` (webapp/storage/schema_upgrade.py): instances starting at the same
+moment upgrade a new database exactly once, under an advisory lock held on a direct connection; the
 others wait, then find nothing to do. (tests/test_cluster.py: two instances started
 together by scripts/serve with MIGRATE_ON_START=true, then serving.)"""
 
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic.script import ScriptDirectory
 
 from webapp import MIGRATIONS_DIR, create_app
-from webapp.upgrade import LOCK_KEY
+from webapp.storage.schema_upgrade import LOCK_KEY
 
 from .support.config import TEST_SECRET, base_config
 from .support.databases import create_pg_database, drop_pg_database

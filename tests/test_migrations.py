@@ -9,7 +9,7 @@ from alembic.script import ScriptDirectory
 from flask_migrate import downgrade, upgrade
 
 from webapp import MIGRATIONS_DIR, create_app
-from webapp.extensions import db
+from webapp.storage.db import db
 
 from .support.config import base_config
 

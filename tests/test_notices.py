@@ -18,9 +18,9 @@ from flask import Flask
 from flask.testing import FlaskClient
 from freezegun import freeze_time
 
-from webapp.extensions import db
-from webapp.models import Authenticator, Session, User
 from webapp.settings import ConfigError, load_settings
+from webapp.storage.db import db
+from webapp.storage.models import Authenticator, Session, User
 
 from .support.audit import CHROME_MAC, FIREFOX, PASSWORDS, csrf_post, events, sign_in, user_id
 from .support.config import TEST_SECRET
@@ -402,14 +402,14 @@ def test_a_notice_that_cannot_be_delivered_fails_nothing(
     ann = browser(app)
     sign_in(ann, ANN)
     second = browser(app, CHROME_MAC)
-    with caplog.at_level(logging.WARNING, logger="webapp.auth.notices"):
+    with caplog.at_level(logging.WARNING, logger="webapp.flows.notices"):
         answer = sign_in(second, ANN)  # a new device: its notice fails
         assert answer.status_code == 302 and "error" not in answer.location
         assert second.get("/auth/session").json["user"]["email"] == ANN
         assert csrf_post(ann, "/account/sessions/end-others").status_code == 303
         assert csrf_post(ann, "/account/delete", confirm="DELETE").status_code == 303
     assert row_users(app) == 0 and mailbox.messages == []
-    lines = [r.getMessage() for r in caplog.records if r.name == "webapp.auth.notices"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "webapp.flows.notices"]
     assert [line.split(":")[0] for line in lines] == [
         "security notice notice_new_device not delivered",
         "security notice notice_other_sessions not delivered",

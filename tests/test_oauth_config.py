@@ -11,7 +11,7 @@ import pytest
 from flask import Flask
 from joserfc.jwk import ECKey, RSAKey
 
-from webapp.auth.providers import providers
+from webapp.providers import providers
 from webapp.settings import ConfigError
 
 BASE = {

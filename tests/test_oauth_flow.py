@@ -10,8 +10,8 @@ import pytest
 import sqlalchemy as sa
 from flask import Flask
 
-from webapp.extensions import db
-from webapp.models import Account, Session, User
+from webapp.storage.db import db
+from webapp.storage.models import Account, Session, User
 
 from .support.oauth import APP_ORIGIN, CLIENT_METHODS, Browser, email_sign_in, error_of, query_of
 from .support.servers import free_port
@@ -28,7 +28,7 @@ def rows(app: Flask, model: Any) -> list[Any]:
 
 
 def flow_cookie(provider_id: str, item: str, state: str) -> str:
-    """The name of one sign-in flow's cookie (see webapp.auth.oauth.checks)."""
+    """The name of one sign-in flow's cookie (see webapp.browser_state.oauth_checks)."""
     return f"auth.{item}.{provider_id}.{hashlib.sha256(state.encode()).hexdigest()[:16]}"
 
 

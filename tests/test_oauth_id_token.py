@@ -16,8 +16,8 @@ from flask import Flask
 from joserfc import jwt
 from joserfc.jwk import ECKey, OctKey, RSAKey
 
-from webapp.extensions import db
-from webapp.models import Account, Session, User
+from webapp.storage.db import db
+from webapp.storage.models import Account, Session, User
 
 from .support.oauth import SECRET, Browser, FakeIdP, error_of, fake_idp, query_of
 from .support.rows import row_count

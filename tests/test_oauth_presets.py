@@ -15,9 +15,9 @@ from flask import Flask
 from joserfc import jwt
 from joserfc.jwk import ECKey
 
-from webapp.auth.oauth.presets import PRESETS
-from webapp.extensions import db
-from webapp.models import Account, User
+from webapp.oauth.presets import PRESETS
+from webapp.storage.db import db
+from webapp.storage.models import Account, User
 
 from .support.oauth import Browser, FakeIdP, FakeRequest, error_of, fake_idp
 

@@ -21,9 +21,16 @@ from flask import Flask
 from flask.testing import FlaskClient
 from freezegun import freeze_time
 
-from webapp.clock import utcnow
-from webapp.extensions import db
-from webapp.models import Account, Authenticator, Session, SpentChallenge, TotpAuthenticator, User
+from webapp.core.clock import utcnow
+from webapp.storage.db import db
+from webapp.storage.models import (
+    Account,
+    Authenticator,
+    Session,
+    SpentChallenge,
+    TotpAuthenticator,
+    User,
+)
 
 from .support.passkey_authenticator import SoftAuthenticator, b64url
 from .support.rows import row_count
@@ -477,7 +484,7 @@ def test_a_counter_that_goes_back_is_refused_and_logged(
         db.session.commit()
     before = _passkey(app)
     assert before.sign_count == 2
-    with caplog.at_level(logging.WARNING, logger="webapp.auth.flows.passkey"):
+    with caplog.at_level(logging.WARNING, logger="webapp.flows.signin.passkey"):
         assert registered.sign_in(sign_count=count) == REFUSED
     _nothing_written(app, before)
     (warning,) = [r for r in caplog.records if "possible cloned authenticator" in r.getMessage()]

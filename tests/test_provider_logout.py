@@ -51,11 +51,12 @@ from freezegun import freeze_time
 from joserfc import jwt
 from joserfc.jwk import OctKey, RSAKey
 
-from webapp import MIGRATIONS_DIR, create_app, sealing
-from webapp.auth.hooks import provider_signed_out
-from webapp.auth.sessions import hash_token, new_token
-from webapp.extensions import db
-from webapp.models import Account, Session, UsedLogoutToken, User
+from webapp import MIGRATIONS_DIR, create_app
+from webapp.core import sealing
+from webapp.core.hooks import provider_signed_out
+from webapp.sessions.store import hash_token, new_token
+from webapp.storage.db import db
+from webapp.storage.models import Account, Session, UsedLogoutToken, User
 
 from .support.config import TEST_SECRET, base_config
 from .support.oauth import (

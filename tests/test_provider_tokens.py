@@ -22,9 +22,9 @@ from flask.testing import FlaskClient
 from freezegun import freeze_time
 from sqlalchemy import select
 
-from webapp.auth.hooks import revocation_failed
-from webapp.extensions import db
-from webapp.models import Account
+from webapp.core.hooks import revocation_failed
+from webapp.storage.db import db
+from webapp.storage.models import Account
 
 from .support.oauth import CLIENT_METHODS, Browser, NodeOP, error_of, write_providers_toml
 from .support.servers import free_port, run_server
@@ -118,7 +118,7 @@ def test_hostile_provider_ids_are_404_not_errors(alice: SignedIn) -> None:
 
 
 def test_provider_access_token_for_the_application(alice: SignedIn) -> None:
-    from webapp.auth.flows.provider_tokens import NoProviderAccount, provider_access_token
+    from webapp.flows.provider_tokens import NoProviderAccount, provider_access_token
 
     with alice.app.test_request_context():
         assert provider_access_token(alice.user_id, "op-basic") == alice.account().access_token

@@ -11,9 +11,10 @@ import pytest
 import sqlalchemy as sa
 from freezegun import freeze_time
 
-from webapp import create_app, database
-from webapp.account.flows import account_page
-from webapp.extensions import db
+from webapp import create_app
+from webapp.flows.account import account_page
+from webapp.storage import database
+from webapp.storage.db import db
 
 from .support.config import base_config
 from .support.databases import pg_admin_engine

@@ -17,9 +17,9 @@ import sqlalchemy as sa
 from flask import Flask
 from freezegun import freeze_time
 
-from webapp.clock import utcnow
-from webapp.extensions import db
-from webapp.models import Account, User
+from webapp.core.clock import utcnow
+from webapp.storage.db import db
+from webapp.storage.models import Account, User
 
 from .support.oauth import Browser, FakeIdP, fake_idp
 from .support.rows import row_count

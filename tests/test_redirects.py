@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from webapp.auth.redirects import safe_callback_url
+from webapp.core.redirects import safe_callback_url
 
 HOSTILE = [
     "//evil.example",
@@ -115,7 +115,7 @@ def test_a_trusted_proxy_cannot_change_the_origin(make_app):
 
 
 def test_redirect_hook_decides_after_the_safety_check(make_app):
-    from webapp.auth.hooks import AuthHooks
+    from webapp.core.hooks import AuthHooks
 
     hooks = AuthHooks()
     seen = []

@@ -6,7 +6,7 @@ import pytest
 import sqlalchemy as sa
 
 from webapp import create_app
-from webapp.extensions import db
+from webapp.storage.db import db
 
 from .support.config import TEST_SECRET, base_config
 from .support.databases import pg_admin_engine

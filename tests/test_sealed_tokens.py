@@ -1,4 +1,4 @@
-"""Provider tokens sealed at rest: webapp.sealing, the SealedText columns of accounts,
+"""Provider tokens sealed at rest: webapp.core.sealing, the SealedText columns of accounts,
 migration 0004 and ``flask auth rotate-secrets``.
 
 No dump of the database holds a token the provider issued, while a DBA still sees who has
@@ -21,9 +21,10 @@ from alembic import command
 from flask import Flask, current_app
 from flask_migrate import downgrade, upgrade
 
-from webapp import MIGRATIONS_DIR, create_app, sealing
-from webapp.extensions import db
-from webapp.models import Account
+from webapp import MIGRATIONS_DIR, create_app
+from webapp.core import sealing
+from webapp.storage.db import db
+from webapp.storage.models import Account
 
 from .support.config import TEST_SECRET, base_config
 from .support.oauth import Browser, error_of
@@ -228,7 +229,7 @@ def test_a_token_under_a_previous_secret_is_resealed_when_written(
     assert raw["access_token"].startswith(prefix_b) and "at-2" not in raw["access_token"]
     assert model_tokens(rotated, account_id)["access_token"] == "at-2"
     # Only the new secret opens it now: the old one alone reads no token, and says so.
-    with caplog.at_level(logging.WARNING, logger="webapp.models"):
+    with caplog.at_level(logging.WARNING, logger="webapp.storage.models"):
         assert model_tokens(make_app(), account_id)["access_token"] is None
     assert any("accounts.access_token" in r.getMessage() for r in caplog.records)
 
@@ -318,7 +319,7 @@ def test_rotate_secrets_reports_and_keeps_tokens_no_secret_opens(
         assert all(
             v is None or v.startswith(prefix_b) for v in raw_tokens(rotated, account_id).values()
         )
-    with caplog.at_level(logging.WARNING, logger="webapp.models"):
+    with caplog.at_level(logging.WARNING, logger="webapp.storage.models"):
         assert model_tokens(rotated, lost) == dict.fromkeys(TOKENS)
     assert any("unreadable" in r.getMessage() for r in caplog.records)
     # It stays reported (exit 1) until its secret is configured; then it is re-sealed too.

@@ -34,15 +34,16 @@ from flask.testing import FlaskClient
 from freezegun import freeze_time
 from joserfc import jwt
 
-from webapp import sealing
-from webapp.auth import sealed_cookies
-from webapp.auth.hooks import AuthHooks, UserInfo, signed_in
-from webapp.auth.providers import KINDS
-from webapp.auth.providers.credentials import CredentialsProvider
-from webapp.auth.providers.email import EmailProvider
-from webapp.auth.providers.oauth import OAuthProvider
-from webapp.extensions import db
-from webapp.models import (
+from webapp.browser_state import sealed_cookies
+from webapp.core import sealing
+from webapp.core.hooks import AuthHooks, UserInfo, signed_in
+from webapp.providers import KINDS
+from webapp.providers.credentials import CredentialsProvider
+from webapp.providers.email import EmailProvider
+from webapp.providers.oauth import OAuthProvider
+from webapp.settings import ConfigError
+from webapp.storage.db import db
+from webapp.storage.models import (
     Authenticator,
     AuthEvent,
     DeviceRequest,
@@ -53,7 +54,6 @@ from webapp.models import (
     TotpAuthenticator,
     User,
 )
-from webapp.settings import ConfigError
 from webapp.ui.qr import qr_svg
 
 from .support.config import TEST_SECRET

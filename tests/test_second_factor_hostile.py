@@ -10,8 +10,8 @@ import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
 
-from webapp.extensions import db
-from webapp.models import Authenticator, RecoveryCode, Session, TotpAuthenticator
+from webapp.storage.db import db
+from webapp.storage.models import Authenticator, RecoveryCode, Session, TotpAuthenticator
 
 from .support.second_factor import enrol_authenticator
 from .support.signin import AuthActions

@@ -25,8 +25,8 @@ import sqlalchemy as sa
 from flask import Flask
 
 from webapp import create_app
-from webapp.extensions import db
-from webapp.models import RateLimitCounter, RecoveryCode, Session, TotpAuthenticator, User
+from webapp.storage.db import db
+from webapp.storage.models import RateLimitCounter, RecoveryCode, Session, TotpAuthenticator, User
 
 from .support.config import base_config
 from .support.rows import row_count

@@ -12,10 +12,10 @@ import sqlalchemy as sa
 from freezegun import freeze_time
 
 from webapp import create_app
-from webapp.auth.sessions import create_session, hash_token
-from webapp.extensions import db
-from webapp.models import Session, User
+from webapp.sessions.store import create_session, hash_token
 from webapp.settings import ConfigError, load_settings
+from webapp.storage.db import db
+from webapp.storage.models import Session, User
 
 from .support.config import base_config
 from .support.signin import AuthActions, demo_sign_in

@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 import sqlalchemy as sa
 from freezegun import freeze_time
 
-from webapp.auth.sessions import _READ
-from webapp.extensions import db
-from webapp.models import Session
+from webapp.sessions.store import _READ
+from webapp.storage.db import db
+from webapp.storage.models import Session
 
 from .support.signin import demo_sign_in
 

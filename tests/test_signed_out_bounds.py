@@ -42,13 +42,13 @@ from flask.testing import FlaskClient
 from freezegun import freeze_time
 
 from webapp import create_app
-from webapp.auth.audit import Event, subject_hash
-from webapp.auth.flows.device import HANDLE_GRACE
-from webapp.auth.passkey_challenges import MAX_AGE as CHALLENGE_MAX_AGE
-from webapp.clock import iso_utc
-from webapp.extensions import db
-from webapp.models import AuthEvent, DeviceRequest, SpentChallenge
+from webapp.audit.trail import Event, subject_hash
+from webapp.core.clock import iso_utc
+from webapp.flows.signin.device import HANDLE_GRACE
+from webapp.passkeys.challenges import MAX_AGE as CHALLENGE_MAX_AGE
 from webapp.settings import ConfigError, RateLimit, Settings, load_settings
+from webapp.storage.db import db
+from webapp.storage.models import AuthEvent, DeviceRequest, SpentChallenge
 
 from .support.audit import PASSWORD_PROVIDER, WRONG_PASSWORD, password_hooks, sign_in
 from .support.config import BROWSER_THROTTLES, base_config
@@ -355,7 +355,7 @@ def test_codes_the_provider_takes_give_their_count_back(
 def test_150_wrong_passwords_leave_one_throttled_row_per_key_and_window(
     password_app: Callable[..., Flask], caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="webapp.auth.audit")
+    caplog.set_level(logging.INFO, logger="webapp.audit.trail")
     app = password_app()
     limit = Settings.credentials_identifier_ip_limit
     seconds = int(limit.window.total_seconds())
@@ -418,7 +418,7 @@ def test_150_email_requests_leave_one_throttled_row_per_key_and_window(
 def test_refusals_naming_no_user_are_recorded_up_to_the_allowance(
     make_app: Callable[..., Flask], caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="webapp.auth.audit")
+    caplog.set_level(logging.INFO, logger="webapp.audit.trail")
     app = make_app(AUDIT_FAILURE_IP_LIMIT="10/15m")
     link = "/auth/callback/email?token=" + "t" * 43 + "&email=ann%40example.com"
     client = client_at(app, "203.0.113.7")

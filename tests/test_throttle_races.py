@@ -22,7 +22,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 from freezegun import freeze_time
 
-from webapp.auth.hooks import AuthHooks, UserInfo
+from webapp.core.hooks import AuthHooks, UserInfo
 from webapp.settings import ConfigError, RateLimit
 
 from .support.mail import EmailActions, Mailbox

@@ -2,7 +2,7 @@
 
 A signal is sent only once what it tells of is committed (a receiver on another connection
 sees it), and never when it is discarded (a sign-in the hook refuses, a savepoint lost to a
-race); a failed flow leaves nothing; only the request boundary (webapp/transactions.py),
+race); a failed flow leaves nothing; only the request boundary (webapp/storage/transactions.py),
 the error handler of a refusal whose writes must stand, and the maintenance commands
 commit.
 """
@@ -19,9 +19,9 @@ import sqlalchemy as sa
 from flask import Flask
 
 from webapp import create_app
-from webapp.auth.hooks import AuthHooks, signed_in, signed_out
-from webapp.extensions import db
-from webapp.models import Account, Session, User
+from webapp.core.hooks import AuthHooks, signed_in, signed_out
+from webapp.storage.db import db
+from webapp.storage.models import Account, Session, User
 
 from .support.config import base_config
 from .support.rows import hearing_of_new_rows, row_count
@@ -31,15 +31,15 @@ ROOT = Path(__file__).resolve().parent.parent / "webapp"
 #: Where a commit may be written: the boundary itself, the handler of a refusal whose
 #: writes must stand, the maintenance commands' batches (their own boundary), and
 #: ``flask auth migrate`` on its own locked connection, which Alembic must find outside a
-#: transaction (upgrade.py).
+#: transaction (schema_upgrade.py).
 COMMITTERS = {
-    "transactions.py",
-    "errors.py",
+    "storage/transactions.py",
+    "web/error_answers.py",
     "cli.py",
-    "database.py",
-    "upgrade.py",
-    "auth/ratelimit.py",
-    "auth/resealing.py",
+    "storage/database.py",
+    "storage/schema_upgrade.py",
+    "audit/throttles.py",
+    "storage/resealing.py",
 }
 
 
@@ -50,11 +50,11 @@ def test_only_the_boundary_commits() -> None:
         if re.search(r"\.commit\(\)", path.read_text())
     }
     assert found <= COMMITTERS, found - COMMITTERS
-    database = (ROOT / "database.py").read_text()
+    database = (ROOT / "storage/database.py").read_text()
     # There, only the batched delete of the cleanup (expired sessions, old audit events).
     assert database.count(".commit()") == 1 and "def delete_in_batches" in database
     # There, only the batched re-sealing (a refresh is its own ``session.begin()`` unit).
-    resealing = (ROOT / "auth/resealing.py").read_text()
+    resealing = (ROOT / "storage/resealing.py").read_text()
     assert resealing.count(".commit()") == 1 and "def reseal" in resealing
 
 

@@ -12,23 +12,18 @@ from flask import Flask, redirect, request
 from werkzeug.wrappers import Response
 from werkzeug.wsgi import ClosingIterator
 
-from webapp import (
-    database,
-    errors,
-    health,
-    hosts,
-    observability,
-    proxies,
-    sqlcount,
-    transactions,
-)
-from webapp.auth.cookies import CSRF_COOKIE, apply_cookies, cookie_name
-from webapp.auth.hooks import AuthHooks
-from webapp.cookie_session import CookieSessionInterface
-from webapp.devserver import dev_server
-from webapp.extensions import csrf, db, login_manager
-from webapp.jsonsafe import JSONProvider
+from webapp.browser_state.cookies import CSRF_COOKIE, apply_cookies, cookie_name
+from webapp.browser_state.flask_session import CookieSessionInterface
+from webapp.core import hosts, proxies
+from webapp.core.hooks import AuthHooks
+from webapp.core.jsonsafe import JSONProvider
 from webapp.settings import Settings, install, load_settings
+from webapp.settings.dev_server import dev_server
+from webapp.storage import database, sql_counts, transactions
+from webapp.storage.db import db
+from webapp.telemetry import logs
+from webapp.web import error_answers, health
+from webapp.web.extensions import csrf, login_manager
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import WSGIEnvironment
@@ -108,11 +103,11 @@ def create_app(
     app.json = JSONProvider(app)
     app.config["TESTING"] = bool((config or {}).get("TESTING", False))
 
-    observability.init_app(app)
+    logs.init_app(app)
     database.init_app(app)
     transactions.init_app(app)
     if conf.sql_count_headers:
-        sqlcount.init_app(app, conf)
+        sql_counts.init_app(app, conf)
     if migrations:
         from flask_migrate import Migrate
 
@@ -120,22 +115,14 @@ def create_app(
     csrf.init_app(app)
     _init_login(app)
 
-    from webapp import auth, i18n, ui
-    from webapp.account import api as account_api
-    from webapp.account import views as account_views
+    from webapp import i18n, ui, web
     from webapp.cli import auth_cli
-    from webapp.pages import bp as pages_bp
 
-    auth.init_app(app, conf)
-    app.register_blueprint(pages_bp)
-    app.register_blueprint(account_views.bp)
-    app.register_blueprint(account_api.bp, url_prefix="/account/api")
-    health.init_app(app)
+    web.init_app(app, conf)
     ui.init_app(app, conf)
     i18n.init_app(app, conf)
     app.cli.add_command(auth_cli)
     app.after_request(apply_cookies)
-    errors.init_app(app)
 
     @app.context_processor
     def _brand() -> dict[str, Any]:
@@ -143,8 +130,8 @@ def create_app(
 
     # Outermost first: the request's id, the trusted proxies' headers, then the host check,
     # then Flask. A foreign host is refused before anything else runs.
-    app.wsgi_app = observability.wrap(  # type: ignore[method-assign]
-        proxies.wrap(hosts.wrap(app, conf, errors.expects_json), conf.trusted_proxies),
+    app.wsgi_app = logs.wrap(  # type: ignore[method-assign]
+        proxies.wrap(hosts.wrap(app, conf, error_answers.expects_json), conf.trusted_proxies),
         quiet_paths=health.PATHS,
     )
     log.info(
@@ -191,9 +178,9 @@ def _configure_flask(app: Flask, conf: Settings) -> None:
 
 
 def _init_login(app: Flask) -> None:
-    from webapp.auth import urls
-    from webapp.auth.bearer import bearer_identity
-    from webapp.auth.sessions import AuthUser, current_session
+    from webapp.core import urls
+    from webapp.sessions.store import AuthUser, current_session
+    from webapp.web.bearer import bearer_identity
 
     login_manager.init_app(app)
     # Sessions live in the database; Flask-Login must not keep its own state in the cookie.

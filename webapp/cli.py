@@ -14,26 +14,29 @@ from flask.cli import AppGroup
 from flask.ctx import RequestContext
 from sqlalchemy import ColumnElement, delete, select
 
-from webapp import logsafe, transactions
-from webapp.account.flows import two_factor
-from webapp.auth import audit, cookies, pending_signin, ratelimit, second_factor, urls
-from webapp.auth.addresses import InvalidAddress, normalize_email
-from webapp.auth.errors import AuthError
-from webapp.auth.flows.device import (
+from webapp.audit import throttles, trail
+from webapp.browser_state import cookies
+from webapp.core import urls
+from webapp.core.clock import iso_utc, utcnow
+from webapp.errors import AuthError
+from webapp.flows.account import two_factor
+from webapp.flows.provider_tokens import revoke_tokens
+from webapp.flows.signin.device import (
     DeviceCodeExpired,
     DeviceFlowOff,
     request_device_code,
     wait_for_approval,
 )
-from webapp.auth.flows.oauth import sign_in_with_token
-from webapp.auth.flows.provider_tokens import revoke_tokens
-from webapp.auth.flows.second_factor import WrongCode, pass_with_code
-from webapp.auth.resealing import reseal
-from webapp.auth.sessions import AuthSession, delete_expired
-from webapp.clock import iso_utc, utcnow
-from webapp.database import execute_counting
-from webapp.extensions import db
-from webapp.models import (
+from webapp.flows.signin.oauth import sign_in_with_token
+from webapp.flows.signin.second_factor import WrongCode, pass_with_code
+from webapp.mail.email_addresses import InvalidAddress, normalize_email
+from webapp.second_factor import pending_signin, verification
+from webapp.sessions.store import AuthSession, delete_expired
+from webapp.settings import ConfigError, current_settings
+from webapp.storage import transactions
+from webapp.storage.database import execute_counting
+from webapp.storage.db import db
+from webapp.storage.models import (
     Account,
     Authenticator,
     AuthEvent,
@@ -44,7 +47,8 @@ from webapp.models import (
     User,
     VerificationToken,
 )
-from webapp.settings import ConfigError, current_settings
+from webapp.storage.resealing import reseal
+from webapp.telemetry import logsafe
 from webapp.ui.qr import print_qr
 
 auth_cli = AppGroup("auth", help="Inspect and clean up sign-in data.")
@@ -62,10 +66,10 @@ def cleanup(batch_size: int) -> None:
     devices = execute_counting(delete(DeviceRequest).where(DeviceRequest.expires <= now))
     logouts = execute_counting(delete(UsedLogoutToken).where(UsedLogoutToken.expires <= now))
     challenges = execute_counting(delete(SpentChallenge).where(SpentChallenge.expires <= now))
-    db.session.commit()
-    counters = ratelimit.delete_finished_windows()
+    transactions.commit()
+    counters = throttles.delete_finished_windows()
     retention = current_settings().audit_retention
-    events = audit.delete_older_than(retention, batch_size=batch_size)
+    events = trail.delete_older_than(retention, batch_size=batch_size)
     click.echo(f"deleted {sessions} expired session(s)")
     click.echo(f"deleted {tokens} expired verification token(s)")
     click.echo(f"deleted {devices} expired device sign-in(s)")
@@ -113,7 +117,7 @@ def list_sessions(email: str | None, include_expired: bool) -> None:
     "--type",
     "types",
     multiple=True,
-    type=click.Choice([e.value for e in audit.Event]),
+    type=click.Choice([e.value for e in trail.Event]),
     help="Only events of this type (repeatable).",
 )
 @click.option(
@@ -134,11 +138,11 @@ def list_events(
     if email:
         address = _address(email)
         user_ids = list(db.session.scalars(select(User.id).where(User.email == address)))
-    rows = audit.search(
+    rows = trail.search(
         user_ids=user_ids,
         subject=address,
         since=_since(since) if since else None,
-        types=[audit.Event(t) for t in types],
+        types=[trail.Event(t) for t in types],
         limit=limit or None,
     )
     if as_json:
@@ -184,7 +188,7 @@ def revoke(email: str | None, session_id: int | None) -> None:
             raise click.ClickException(f"no user with e-mail {email}")
         count = _end_sessions(Session.user_id.in_(user_ids))
         users = f" of {len(user_ids)} user(s)"
-    db.session.commit()
+    transactions.commit()
     if session_id is not None and count == 0:
         raise click.ClickException(f"no session with id {session_id}")
     click.echo(f"revoked {count} session(s){users}")
@@ -222,7 +226,7 @@ def revoke_provider_tokens(email: str, provider_id: str | None) -> None:
         else:
             state = "unreadable (sealed under a secret no longer configured), not revoked"
         lines.append(f"account {account.id} ({account.provider}): {state}; tokens forgotten")
-    db.session.commit()
+    transactions.commit()
     for line in lines:
         click.echo(line)
     click.echo(f"{confirmed} of {len(accounts)} account(s) revoked at the provider")
@@ -257,11 +261,11 @@ def mfa_reset(email: str) -> None:
         )
     lines = []
     for user in owners:
-        app = second_factor.has_second_factor(user.id)
+        app = verification.has_second_factor(user.id)
         codes = two_factor.remove_all(user.id)
         if app:
-            audit.record(
-                audit.Event.SECOND_FACTOR_OFF, user_id=user.id, detail={"by": audit.OPERATOR}
+            trail.record(
+                trail.Event.SECOND_FACTOR_OFF, user_id=user.id, detail={"by": trail.OPERATOR}
             )
         passkeys = execute_counting(delete(Authenticator).where(Authenticator.user_id == user.id))
         sessions = _end_sessions(Session.user_id == user.id)
@@ -270,7 +274,7 @@ def mfa_reset(email: str) -> None:
             f"{codes} recovery code(s), {passkeys} passkey(s) removed; "
             f"{sessions} session(s) signed out"
         )
-    db.session.commit()
+    transactions.commit()
     for line in lines:
         click.echo(line)
 
@@ -337,7 +341,7 @@ def device_login(provider_id: str, qr: bool, print_cookie: bool) -> None:
         answer = click.prompt("Code from your authenticator app (or a recovery code)")
         with _sign_in_request({pending_signin.cookie_name(): held}):
             try:
-                pass_with_code(answer)
+                pass_with_code(answer, client_address=None)
             except (WrongCode, AuthError) as exc:
                 transactions.discard()
                 why = exc.code if isinstance(exc, AuthError) else "that code is not right"
@@ -359,7 +363,7 @@ def migrate(on_start: bool) -> None:
     if on_start and not current_settings().migrate_on_start:
         return
     # Imported here: Alembic (about 10 MB) is for this command, never for a server's worker.
-    from webapp.upgrade import upgrade_once
+    from webapp.storage.schema_upgrade import upgrade_once
 
     try:
         done = upgrade_once()
@@ -393,10 +397,10 @@ def _end_sessions(*where: ColumnElement[bool]) -> int:
     user, with its count. Return how many ended."""
     ended = db.session.scalars(delete(Session).where(*where).returning(Session.user_id)).all()
     for user_id, count in Counter(ended).items():
-        audit.record(
-            audit.Event.SESSION_REVOKED,
+        trail.record(
+            trail.Event.SESSION_REVOKED,
             user_id=user_id,
-            detail={"reason": audit.OPERATOR, "sessions": count},
+            detail={"reason": trail.OPERATOR, "sessions": count},
         )
     return len(ended)
 

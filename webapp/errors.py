@@ -1,222 +1,334 @@
-"""How failures become answers, in one place: coded refusals, CSRF failures, HTTP errors,
-outages and unexpected errors.
+"""Stable error codes: one table of what each code means, and the exceptions that carry them.
 
-Nothing internal reaches a page or a JSON body: the details go to the log under the
-request id, which the answer carries (``X-Request-ID`` and on the page) so an operator can
-find them. Scripts get JSON; people get a readable page.
+Every refusal the app explains to a person or a script has a code here, with where it is
+shown, its HTTP status and its text (docs/errors.md). Flows raise ``AuthError`` (sign-in)
+or ``AccountError`` (account actions), both ``CodedError``; ``webapp.web.error_answers`` turns them
+into answers, in one place. Details for operators go to the log, never to the answer.
 """
 
 from __future__ import annotations
 
-import logging
-from typing import Any
+from dataclasses import dataclass
 
-from flask import Flask, jsonify, redirect, request
-from flask_wtf.csrf import CSRFError
-from sqlalchemy.exc import DBAPIError, OperationalError
-from werkzeug.exceptions import HTTPException
-from werkzeug.wrappers import Response
+from webapp.i18n import N_, gettext
 
-from webapp import logsafe, transactions
-from webapp.auth import audit, reauth, urls
-from webapp.auth.answers import (
-    callback_url_param,
-    json_field_sent,
-    send_to,
-    under_auth_path,
-    wants_json,
+#: Where a code is shown: the sign-in page (the person retries in place), the error page,
+#: or the account area (in place on its pages, JSON in /account/api).
+SIGNIN_PAGE = "signin"
+ERROR_PAGE = "error"
+ACCOUNT = "account"
+
+
+@dataclass(frozen=True)
+class Code:
+    """What a code means: where it is shown, with which HTTP status, and its text."""
+
+    shown_on: str
+    status: int
+    title: str
+    message: str
+    #: What the person can do next.
+    action: str
+
+    def texts(self) -> dict[str, str]:
+        """The title, message and action in the request's language."""
+        return {
+            "title": gettext(self.title),
+            "message": gettext(self.message),
+            "action": gettext(self.action),
+        }
+
+
+_DEFAULT = Code(
+    ERROR_PAGE,
+    200,
+    N_("Something went wrong"),
+    N_("We could not complete that request."),
+    N_(
+        "Try signing in again. If it keeps happening, contact the site's support with the "
+        "reference below."
+    ),
 )
-from webapp.auth.bearer import InvalidBearerToken
-from webapp.auth.errorpage import render_error_page
-from webapp.auth.errors import SIGNIN_CODES, AccountError, AuthError, code_for
-from webapp.auth.providers import providers
-from webapp.auth.sessions import treat_as_signed_out
-from webapp.caching import mark_personal
-from webapp.observability import current_request_id
 
-log = logging.getLogger(__name__)
+CODES: dict[str, Code] = {
+    "Signin": Code(
+        SIGNIN_PAGE,
+        200,
+        N_("Sign-in failed"),
+        N_("That sign-in option is not available."),
+        N_("Choose one of the options below."),
+    ),
+    "OAuthSignin": Code(
+        SIGNIN_PAGE,
+        200,
+        N_("Could not reach the sign-in provider"),
+        N_("We could not start sign-in with that provider. It may be down or misconfigured."),
+        N_("Try again in a moment, or choose another way to sign in."),
+    ),
+    "OAuthCallback": Code(
+        SIGNIN_PAGE,
+        200,
+        N_("Sign-in could not be verified"),
+        N_("The answer from the sign-in provider did not pass our checks, or it took too long."),
+        N_("Start again from this page; an old or reused sign-in link does not work twice."),
+    ),
+    "OAuthCreateAccount": Code(
+        SIGNIN_PAGE,
+        200,
+        N_("Could not create your account"),
+        N_("You signed in with the provider, but we could not create your account here."),
+        N_("Try again, or choose another way to sign in."),
+    ),
+    "EmailCreateAccount": Code(
+        SIGNIN_PAGE,
+        200,
+        N_("Could not create your account"),
+        N_("Your e-mail link was valid, but we could not create your account here."),
+        N_("Try again, or choose another way to sign in."),
+    ),
+    "Callback": Code(
+        SIGNIN_PAGE,
+        200,
+        N_("Sign-in was not completed"),
+        N_("The sign-in provider reported a problem and did not sign you in."),
+        N_("Try again, or choose another way to sign in."),
+    ),
+    "OAuthAccountNotLinked": Code(
+        SIGNIN_PAGE,
+        200,
+        N_("This e-mail address is already in use"),
+        N_(
+            "An account with the same e-mail address exists, but it was created with another "
+            "sign-in method."
+        ),
+        N_("Sign in the way you did before; once signed in you can link this provider too."),
+    ),
+    "EmailSignin": Code(
+        SIGNIN_PAGE,
+        200,
+        N_("Could not send the e-mail"),
+        N_("Check that the address is complete (like ann@example.com), or try again later."),
+        N_("Enter your address again, or choose another way to sign in."),
+    ),
+    "CredentialsSignin": Code(
+        SIGNIN_PAGE,
+        200,
+        N_("Sign-in failed"),
+        N_("Those details did not match, or there were too many attempts."),
+        N_("Check what you entered and try again in a few minutes."),
+    ),
+    "PasskeySignin": Code(
+        SIGNIN_PAGE,
+        200,
+        N_("Passkey sign-in failed"),
+        N_("That passkey is not registered here, could not be checked, or the request expired."),
+        N_("Try again, or choose another way to sign in."),
+    ),
+    "SessionRequired": Code(
+        SIGNIN_PAGE,
+        200,
+        N_("Please sign in"),
+        N_("You need to be signed in to see that page."),
+        N_("Sign in below and you will be taken back to it."),
+    ),
+    "MissingCSRF": Code(
+        SIGNIN_PAGE,
+        200,
+        N_("Your form expired"),
+        N_(
+            "The page was open too long or was submitted from somewhere else, so we did not "
+            "act on it."
+        ),
+        N_("Nothing was changed. Please try again from this page."),
+    ),
+    "AccessDenied": Code(
+        ERROR_PAGE,
+        403,
+        N_("Access denied"),
+        N_("You do not have permission to sign in here, or sign-in was cancelled."),
+        N_("If you think this is a mistake, contact the site's support with the reference below."),
+    ),
+    "Verification": Code(
+        ERROR_PAGE,
+        403,
+        N_("This sign-in link no longer works"),
+        N_(
+            "The link has expired, was already used, or is incomplete. Each link works once, "
+            "for a limited time."
+        ),
+        N_("Request a new link from the sign-in page."),
+    ),
+    "RateLimited": Code(
+        ERROR_PAGE,
+        429,
+        N_("Too many attempts"),
+        N_("Too many requests came from your network in a short time, so we paused this one."),
+        N_("Wait a few minutes, then try again."),
+    ),
+    "SecondFactorExpired": Code(
+        SIGNIN_PAGE,
+        200,
+        N_("Sign-in was not finished in time"),
+        N_("The second step of your sign-in expired or was started in another browser."),
+        N_("Sign in again; you will be asked for your code straight after."),
+    ),
+    "SecondFactorPasskey": Code(
+        SIGNIN_PAGE,
+        200,
+        N_("Use your code for the second step"),
+        N_("You signed in with a passkey, so the second step needs something else."),
+        N_("Sign in again and enter the code from your authenticator app, or a recovery code."),
+    ),
+    "SecondFactorThrottled": Code(
+        SIGNIN_PAGE,
+        200,
+        N_("Too many wrong codes"),
+        N_("For your safety, sign-in with a code is paused for this account for a while."),
+        N_("Wait a while, then sign in again. A recovery code works in place of the app."),
+    ),
+    "Configuration": Code(
+        ERROR_PAGE,
+        500,
+        N_("Server configuration problem"),
+        N_("The site's sign-in is not set up correctly."),
+        N_("This is not your fault. Please tell the site's support, with the reference below."),
+    ),
+    # Account actions (the account pages show the message in place; /account/api answers
+    # JSON with the status). Their raisers usually give a more precise message.
+    "NotFound": Code(
+        ACCOUNT,
+        404,
+        N_("Not found"),
+        N_("That is not (or no longer) part of your account."),
+        N_("Reload your account page."),
+    ),
+    "LastSignInMethod": Code(
+        ACCOUNT,
+        409,
+        N_("Your only way to sign in"),
+        N_("This is your only way to sign in, so it cannot be removed."),
+        N_("Link another provider first."),
+    ),
+    "EmailSignInKept": Code(
+        ACCOUNT,
+        409,
+        N_("E-mail sign-in stays"),
+        N_("E-mail sign-in comes with your verified address, so it cannot be removed."),
+        N_("Turn on two-step verification so that a link alone is not enough to sign in."),
+    ),
+    "WrongCode": Code(
+        ACCOUNT,
+        400,
+        N_("That code is not right"),
+        N_("The code did not match your authenticator app."),
+        N_("Check the app's clock and enter the code it shows now."),
+    ),
+    "TwoFactorAlreadyOn": Code(
+        ACCOUNT,
+        409,
+        N_("Two-step verification is already on"),
+        N_("Two-step verification is already on for your account."),
+        N_("Turn it off first to move it to another app."),
+    ),
+    "TwoFactorNotOn": Code(
+        ACCOUNT,
+        409,
+        N_("Two-step verification is not on"),
+        N_("Two-step verification is not on for your account."),
+        N_("Set up an authenticator app first."),
+    ),
+    "RecentSignInRequired": Code(
+        ACCOUNT,
+        403,
+        N_("Confirm it is you"),
+        N_("For your safety, this needs a recent sign-in."),
+        N_("Confirm it is you, and you will be brought back here."),
+    ),
+    "RefreshAccessTokenError": Code(
+        ACCOUNT,
+        409,
+        N_("Sign in with the provider again"),
+        N_("Your access at the sign-in provider has ended, so we cannot act there for you."),
+        N_("Sign in with that provider again."),
+    ),
+    "ProviderUnavailable": Code(
+        ACCOUNT,
+        503,
+        N_("The sign-in provider is not answering"),
+        N_("We could not reach the sign-in provider just now. Nothing was changed."),
+        N_("Try again in a moment."),
+    ),
+    "PasskeyNotAdded": Code(
+        ACCOUNT,
+        400,
+        N_("The passkey was not added"),
+        N_("Your device's answer could not be checked, or the request expired."),
+        N_("Try adding it again."),
+    ),
+    "InvalidName": Code(
+        ACCOUNT,
+        400,
+        N_("Check the name"),
+        N_("A name needs 1 to 64 characters, and no control characters."),
+        N_("Type a name of at most 64 characters."),
+    ),
+    "ConfirmationRequired": Code(
+        ACCOUNT,
+        400,
+        N_("Please confirm"),
+        N_("This action needs you to confirm it first."),
+        N_("Type the confirmation asked for."),
+    ),
+}
 
-#: Endpoints whose callers always expect JSON, whatever their Accept header says.
-JSON_ENDPOINTS = frozenset(
-    {
-        "auth.session_view",
-        "auth.csrf_view",
-        "auth.providers_json",
-        "auth.log_beacon",
-        "auth.provider_token_view",
-        "auth.webauthn_options",
-    }
-)
-#: Blueprints that answer only scripts.
-JSON_BLUEPRINTS = frozenset({"account_api"})
-#: Seconds a client is asked to wait when the database is unreachable.
-RETRY_AFTER = 5
+#: Codes shown on the sign-in page, so the person can retry in place.
+SIGNIN_CODES = frozenset(code for code, c in CODES.items() if c.shown_on == SIGNIN_PAGE)
 
 
-def expects_json() -> bool:
-    """Whether this request's caller is a script that wants a JSON answer."""
-    if request.endpoint in JSON_ENDPOINTS or request.blueprint in JSON_BLUEPRINTS:
-        return True
-    if wants_json():
-        return True
-    return request.accept_mimetypes.best == "application/json"
+def known_code(code: str | None) -> str | None:
+    """Return ``code`` if it is one of ours, else None: a page never shows a code it was
+    handed in a URL that we did not define (``?error=Call +1-555-0100``)."""
+    return code if code in CODES else None
 
 
-def follows_urls() -> bool:
-    """Whether the caller is an Auth.js client of the auth routes in JSON mode: it reads
-    ``url`` from every answer (``new URL(data.url)``), errors included, so each error must
-    name the page Auth.js would send the browser to."""
-    return wants_json() and under_auth_path()
+def code_for(code: str | None) -> Code:
+    """Return the table entry for ``code``; unknown or missing codes get a generic one."""
+    return CODES.get(code or "", _DEFAULT)
 
 
-def _error_body(error: str) -> dict[str, Any]:
-    """A JSON error's body: the error's name and the request id (for the logs); for an
-    Auth.js client, also the error page's URL to follow."""
-    body: dict[str, Any] = {"error": error, "requestId": current_request_id()}
-    if follows_urls():
-        # A code-like name in the URL ("Not Found" → "NotFound").
-        body["url"] = urls.auth_url("error", error="".join(error.split()))
-    return body
+def error_page_code(code: str | None) -> Code:
+    """Return what the error page shows for ``code``: its entry if it is an error-page code,
+    else the generic one (status 200)."""
+    entry = code_for(code)
+    return entry if entry.shown_on == ERROR_PAGE else _DEFAULT
 
 
-def init_app(app: Flask) -> None:
-    """Register the error handlers."""
-    app.register_error_handler(AuthError, _signin_failed)
-    app.register_error_handler(AccountError, _account_refused)
-    app.register_error_handler(InvalidBearerToken, _bearer_refused)
-    app.register_error_handler(CSRFError, _csrf_failed)
-    app.register_error_handler(HTTPException, _http_error)
-    app.register_error_handler(OperationalError, _database_unavailable)
-    app.register_error_handler(Exception, _unexpected)
+class CodedError(Exception):
+    """A refusal with a stable code from ``CODES``; ``detail`` goes to the log only.
 
-
-def _signin_failed(exc: AuthError) -> Response:
-    """A sign-in flow failed: nothing it wrote stays (unless it must: ``keep``), but the
-    failure is on record (the flow's own, else one here); the browser goes to the error
-    route."""
-    if not audit.refusal_recorded():
-        audit.record(audit.Event.SIGNIN, provider=_route_provider(), error=exc.code)
-    if exc.keep:
-        transactions.commit()
-    else:
-        transactions.discard()
-    # The detail may quote the provider's answer or the request (an address, a URL).
-    log.warning("auth error %s: %s", exc.code, logsafe.encode(logsafe.redact(exc.detail or "-")))
-    # @auth/core names the credentials failure's kind in ``code`` (its clients return it).
-    kind = "credentials" if exc.code == "CredentialsSignin" else None
-    # A browser goes through the error route, which sends sign-in codes on to the sign-in
-    # page; a script is given that page at once, as @auth/core does.
-    page = "signin" if follows_urls() and exc.code in SIGNIN_CODES else "error"
-    response = send_to(
-        urls.auth_url(page, error=exc.code, code=kind, callbackUrl=callback_url_param())
-    )
-    if kind and json_field_sent():
-        # next-auth v4's server answers its client's ``json=true`` with 401 here, and
-        # applications test ``res.ok``; v5's clients send the header and expect 200.
-        response.status_code = 401
-    return response
-
-
-def _route_provider() -> str | None:
-    """The configured provider this request's route names, if any."""
-    named = (request.view_args or {}).get("provider_id")
-    return named if isinstance(named, str) and named in providers() else None
-
-
-def _account_refused(exc: AccountError) -> tuple[Response | str, int]:
-    """An account action was refused: nothing it wrote stays; JSON for scripts."""
-    transactions.discard()
-    status = code_for(exc.code).status
-    if not expects_json():
-        # The account pages show refusals in place; one that escapes them gets the page.
-        return render_error_page(exc.code), status
-    body = {"error": exc.code, "message": exc.message}
-    if exc.code == "RecentSignInRequired":
-        body["confirmUrl"] = urls.origin() + reauth.confirm_url("/account")
-    response = jsonify(body)
-    if status == 503:
-        response.headers["Retry-After"] = str(RETRY_AFTER)
-    return response, status
-
-
-def _bearer_refused(exc: InvalidBearerToken) -> tuple[Response, int, dict[str, str]]:
-    """A bearer token we do not accept (RFC 6750 §3.1); its caller is a script."""
-    transactions.discard()
-    log.info("bearer token refused: %s", logsafe.encode(str(exc)))
-    challenge = 'Bearer error="invalid_token"'
-    body = {"error": "invalid_token", "requestId": current_request_id()}
-    return jsonify(body), 401, {"WWW-Authenticate": challenge}
-
-
-def _csrf_failed(exc: CSRFError) -> Response | tuple[Response, int]:
-    # The path is percent-decoded (%0A is a line break) and the method is whatever the
-    # client sent: both are encoded. The description is Flask-WTF's own sentence.
-    log.warning(
-        "CSRF check failed on %s %s: %s",
-        logsafe.encode(request.method),
-        logsafe.encode(request.path),
-        exc.description,
-    )
-    if follows_urls():
-        # As @auth/core answers: the sign-in page with the error, to follow or to read.
-        return jsonify({"url": urls.auth_url("signin", error="MissingCSRF")})
-    if expects_json():
-        return jsonify({"error": "MissingCSRF"}), 400
-    return redirect(urls.auth_url("signin", error="MissingCSRF"))
-
-
-def _http_error(exc: HTTPException) -> Response:
-    """An HTTP error (404, 405, 413, …): the site's own page, or JSON; the framework's
-    headers (``Allow``, ``Retry-After``) are kept."""
-    status = exc.code or 500
-    if expects_json():
-        response: Response = jsonify(_error_body(exc.name))
-    else:
-        response = Response(render_error_page(None, status=status), mimetype="text/html")
-    response.status_code = status
-    for name, value in exc.get_headers():
-        if name not in ("Content-Type", "Content-Length"):
-            response.headers[name] = value
-    if under_auth_path():
-        # No auth route matched, so none marked it: under the auth path all is personal.
-        mark_personal()
-    return response
-
-
-def _database_unavailable(exc: OperationalError) -> tuple[Response | str, int, dict[str, str]]:
-    """The database is down, unreachable or overloaded: 503 with Retry-After.
-
-    DBAPI's OperationalError is the class for failures of the database's operation rather
-    than of our statements (refused or dropped connections, too many clients, timeouts).
+    The request's writes are discarded, unless ``keep`` says they must stand (a one-time
+    code burnt by its last wrong try): see ``webapp.storage.transactions``.
     """
-    _rollback_quietly()
-    # Render as signed out: the page must not try to read the session again.
-    treat_as_signed_out()
-    # The driver's message spans lines (libpq adds hints) and may quote the statement.
-    log.error(
-        "database unavailable on %s %s: %s",
-        logsafe.encode(request.method),
-        logsafe.encode(request.path),
-        logsafe.encode(exc.orig),
-    )
-    headers = {"Retry-After": str(RETRY_AFTER)}
-    if expects_json():
-        return jsonify(_error_body("ServiceUnavailable")), 503, headers
-    return render_error_page(None), 503, headers
+
+    def __init__(self, code: str, detail: str | None = None, *, keep: bool = False) -> None:
+        if code not in CODES:
+            raise ValueError(f"unknown error code {code!r}")
+        super().__init__(code)
+        self.code = code
+        self.detail = detail
+        self.keep = keep
+
+    def __str__(self) -> str:  # never used on a page; for logs
+        return f"{self.code}: {self.detail}" if self.detail else self.code
 
 
-def _unexpected(exc: Exception) -> tuple[Response | str, int]:
-    _rollback_quietly()
-    log.exception(
-        "unhandled error on %s %s", logsafe.encode(request.method), logsafe.encode(request.path)
-    )
-    if expects_json():
-        return jsonify(_error_body("InternalError")), 500
-    return render_error_page(None), 500
+class AuthError(CodedError):
+    """A sign-in flow failed: the browser goes to the error route with the code."""
 
 
-def _rollback_quietly() -> None:
-    try:
-        transactions.discard()
-    except DBAPIError:
-        log.warning("rollback failed after a database error", exc_info=True)
+class AccountError(CodedError):
+    """An account action was refused; ``message`` is for the person, precise to the case."""
+
+    def __init__(self, code: str, message: str | None = None) -> None:
+        super().__init__(code, message)
+        self.message = message or gettext(code_for(code).message)

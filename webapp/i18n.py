@@ -33,15 +33,12 @@ from babel import Locale
 from babel.dates import format_date, format_datetime, format_time, match_skeleton
 from babel.support import NullTranslations
 from flask import (
-    Blueprint,
     Flask,
-    abort,
     after_this_request,
     current_app,
     g,
     has_app_context,
     has_request_context,
-    redirect,
     request,
     url_for,
 )
@@ -55,9 +52,8 @@ from werkzeug.datastructures import LanguageAccept
 from werkzeug.http import parse_accept_header
 from werkzeug.wrappers import Response
 
-from webapp.auth import cookies
-from webapp.auth.redirects import safe_callback_url
-from webapp.caching import add_vary
+from webapp.browser_state import cookies
+from webapp.core.cache_headers import add_vary
 from webapp.settings import ConfigError, Settings, current_settings
 
 TRANSLATIONS_DIR = Path(__file__).resolve().parent / "translations"
@@ -77,8 +73,6 @@ CATALOGUE_VAR = "_catalogue"
 FORMATS_VAR = "_date_formats"
 #: How pages write a day: "Nov 24, 2026", "24. Nov. 2026", … (a CLDR skeleton).
 DAY_SKELETON = "yMMMd"
-
-bp = Blueprint("i18n", __name__)
 
 
 class CatalogueError(RuntimeError):
@@ -198,7 +192,6 @@ def init_app(app: Flask, conf: Settings) -> None:
     install_template_gettext(app.jinja_env)
     # A page's render gets them bound to the request's catalogue, found once for it.
     app.context_processor(_render_messages)
-    app.register_blueprint(bp)
     app.add_template_global(current_language)
     app.add_template_global(language_links)
     app.context_processor(_render_formats)
@@ -300,7 +293,7 @@ def _languages() -> tuple[Language, ...]:
     return languages
 
 
-def _codes() -> list[str]:
+def known_codes() -> list[str]:
     """The shipped locales, the default first: a browser that accepts any ("*") gets it."""
     default = current_settings().default_locale
     return [default, *(lang.code for lang in _languages() if lang.code != default)]
@@ -317,7 +310,7 @@ ACCEPT_LANGUAGE_MAX = 1024
 
 def select_locale() -> str:
     """The request's locale (Flask-Babel's selector): see the module's docstring."""
-    codes = _codes()
+    codes = known_codes()
     if has_request_context():
         chosen = request.cookies.get(locale_cookie_name())
         if chosen in codes:
@@ -376,22 +369,6 @@ def _choice_urls() -> list[tuple[Language, str]]:
         if len(built) < MAX_SCRIPT_ROOTS:
             built[root] = found
     return found
-
-
-@bp.get("/language/<code>")
-def choose(code: str) -> Response:
-    """Keep ``code`` as this browser's language, then go back to the page the link was on.
-
-    That page is the ``Referer`` (the pages' policy sends it within the site), followed
-    only if it is on this site; without one, the home page. The pages print nothing of
-    the request for the way back.
-    """
-    if code not in _codes():
-        abort(404)
-    cookies.set_cookie(locale_cookie_name(), code, max_age=COOKIE_MAX_AGE)
-    response = redirect(safe_callback_url(request.referrer), code=303)
-    response.headers["Cache-Control"] = "no-store"
-    return response
 
 
 def format_day(moment: datetime) -> str:

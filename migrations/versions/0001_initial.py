@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from webapp.models import UTCDateTime
+from webapp.storage.models import UTCDateTime
 
 revision = "0001_initial"
 down_revision = None

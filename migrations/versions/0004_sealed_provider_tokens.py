@@ -4,7 +4,7 @@ Revision ID: 0004_sealed_provider_tokens
 Revises: 0003_verified_email_identity
 Create Date: 2026-11-23
 
-Upgrade seals every stored token with AES-GCM under AUTH_SECRET (``webapp.sealing``, the
+Upgrade seals every stored token with AES-GCM under AUTH_SECRET (``webapp.core.sealing``, the
 format the app reads); downgrade opens them again (under AUTH_SECRET or one of
 AUTH_PREVIOUS_SECRETS) and refuses, changing nothing, if one does not open. Both work in
 batches of ``BATCH`` rows by id. A value that already opens is left alone, so an upgrade
@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 import sqlalchemy as sa
 from alembic import op
 
-from webapp import sealing
+from webapp.core import sealing
 
 revision = "0004_sealed_provider_tokens"
 down_revision = "0003_verified_email_identity"

@@ -18,7 +18,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from webapp.models import UTCDateTime
+from webapp.storage.models import UTCDateTime
 
 revision = "0005_provider_logout_and_device"
 down_revision = "0004_sealed_provider_tokens"

@@ -18,7 +18,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from webapp.models import UTCDateTime
+from webapp.storage.models import UTCDateTime
 
 revision = "0006_passkeys_and_second_factor"
 down_revision = "0005_provider_logout_and_device"

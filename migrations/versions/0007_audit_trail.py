@@ -4,7 +4,7 @@ Revision ID: 0007_audit_trail
 Revises: 0006_passkeys_and_second_factor
 Create Date: 2026-11-23
 
-One row per thing that happened to an account or a sign-in attempt (webapp/auth/audit.py):
+One row per thing that happened to an account or a sign-in attempt (webapp/audit/trail.py):
 when, what, success or failure and why, whose, through which provider, from which client
 address and device, in which request, and a small JSON detail. The app only inserts;
 ``flask auth cleanup`` deletes rows older than ``AUDIT_RETENTION``.
@@ -30,7 +30,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-from webapp.models import UTCDateTime
+from webapp.storage.models import UTCDateTime
 
 revision = "0007_audit_trail"
 down_revision = "0006_passkeys_and_second_factor"

@@ -6,7 +6,7 @@ Create Date: 2026-11-28
 
 A sign-in waiting for its second factor carries a random id in its sealed cookie; the
 request that passes it writes the id's SHA-256 to ``spent_challenges``, beside the spent
-passkey challenges (webapp/auth/pending_signin.py). The rows are alike (a one-time
+passkey challenges (webapp/second_factor/pending_signin.py). The rows are alike (a one-time
 value's hash, kept until its cookie would have expired), so the table is shared and only
 its description changes (PostgreSQL; SQLite keeps no comments).
 """

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from webapp.clock import utcnow
-from webapp.extensions import db
-from webapp.models import Account, AuthEvent, User
+from webapp.core.clock import utcnow
+from webapp.storage.db import db
+from webapp.storage.models import Account, AuthEvent, User
 
 from ..support.browser import SCREENSHOTS, demo_signin
 

@@ -42,8 +42,8 @@ import pytest
 from playwright.sync_api import expect
 
 from webapp import create_app
-from webapp.auth.cookies import CSRF_COOKIE, SESSION_COOKIE
-from webapp.auth.providers.credentials import DEMO_PASSWORD
+from webapp.browser_state.cookies import CSRF_COOKIE, SESSION_COOKIE
+from webapp.providers.credentials import DEMO_PASSWORD
 
 from ..support.browser import ROOT, Inbox, LiveServer, served
 from ..support.config import base_config
@@ -56,7 +56,7 @@ BUILD = ROOT / "tests" / "authjs_clients" / "build.mjs"
 CLIENTS = ["v4", "v5"]
 #: The made-up path the client pages are served at (by page.route; the app has no such route).
 HARNESS = "/__authjs_client__"
-#: The demo credentials provider's id (webapp/auth/providers/credentials.py).
+#: The demo credentials provider's id (webapp/providers/credentials.py).
 DEMO = "demo"
 #: How ``call`` reports a property whose value is ``undefined`` (JSON has no undefined).
 UNDEFINED = "<undefined>"

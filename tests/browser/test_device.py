@@ -19,8 +19,8 @@ from flask import Flask
 from playwright.sync_api import expect
 
 from webapp import create_app
-from webapp.extensions import db
-from webapp.models import DeviceRequest
+from webapp.storage.db import db
+from webapp.storage.models import DeviceRequest
 
 from ..support.browser import LiveServer, axe_violations, served
 from ..support.config import base_config

@@ -18,8 +18,8 @@ from flask import Flask
 from playwright.sync_api import expect
 
 from webapp import create_app
-from webapp.extensions import db
-from webapp.models import Authenticator, Session
+from webapp.storage.db import db
+from webapp.storage.models import Authenticator, Session
 
 from ..support.browser import axe_violations, demo_signin, served
 from ..support.config import base_config

@@ -14,9 +14,9 @@ import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
 
-from webapp.auth.hooks import AuthHooks, UserInfo
-from webapp.extensions import db
-from webapp.models import AuthEvent, User
+from webapp.core.hooks import AuthHooks, UserInfo
+from webapp.storage.db import db
+from webapp.storage.models import AuthEvent, User
 
 from .oauth import write_providers_toml
 

@@ -19,7 +19,7 @@ from typing import Any
 from flask import Flask
 from werkzeug.serving import make_server
 
-from webapp.extensions import db
+from webapp.storage.db import db
 
 from .oauth import NodeOP
 

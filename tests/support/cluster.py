@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 import requests
 
-from webapp.errors import RETRY_AFTER
+from webapp.web.error_answers import RETRY_AFTER
 
 from .mail import Mailbox, link_of
 from .rows import read_rows

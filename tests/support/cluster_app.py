@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping
 
 from webapp import create_app
-from webapp.auth.hooks import AuthHooks, UserInfo
+from webapp.core.hooks import AuthHooks, UserInfo
 
 PASSWORD = os.environ["AUTH_TEST_PASSWORD"]
 

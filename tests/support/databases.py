@@ -18,7 +18,7 @@ import pytest
 import sqlalchemy as sa
 
 from webapp import MIGRATIONS_DIR, create_app
-from webapp.extensions import db
+from webapp.storage.db import db
 
 from .config import IN_CI, base_config
 

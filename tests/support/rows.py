@@ -13,9 +13,9 @@ from typing import Any
 import sqlalchemy as sa
 from flask import Flask
 
-from webapp.auth.hooks import account_linked, user_created
-from webapp.extensions import db
-from webapp.models import Account, Authenticator, User
+from webapp.core.hooks import account_linked, user_created
+from webapp.storage.db import db
+from webapp.storage.models import Account, Authenticator, User
 
 
 def row_count(app: Flask, model: Any, **filters: Any) -> int:

@@ -10,8 +10,8 @@ from typing import Any
 import sqlalchemy as sa
 from flask import Flask
 
-from webapp.database import driver_statement
-from webapp.extensions import db
+from webapp.storage.database import driver_statement
+from webapp.storage.db import db
 
 
 class SqlCounter:

@@ -9,7 +9,7 @@ import { fill } from "../text.js";
  * providers: the `GET providers` entries in order; csrfToken: from `GET csrf`;
  * page: what only the page knows (callbackUrl, error text, logos, credentials fields,
  * e-mail prefill, passkeyProblem, and the island's words in `text`, see
- * webapp/auth/chooser.py); submitInPlace(form): sends a form and swaps the answer
+ * webapp/web/provider_chooser.py); submitInPlace(form): sends a form and swaps the answer
  * in (htmx), or is absent, and the browser submits normally; passkeys: the passkey
  * ceremonies (ui-src/passkey/ceremony.js; tests pass their own).
  */

@@ -5,7 +5,7 @@ import { useState } from "react";
 import { readLastUsed } from "../chooser/lastUsed.js";
 import { fill } from "../text.js";
 
-/** view: the page model the server rendered, its words included (webapp/auth/errorpage.py). */
+/** view: the page model the server rendered, its words included (webapp/web/error_page.py). */
 export function ErrorPage({ view, storage, clipboard }) {
   const [lastUsed] = useState(() => readLastUsed(storage));
   const [copied, setCopied] = useState("");

@@ -1,34 +1,57 @@
-"""The sign-in facility: the routes under AUTH_URL's path and everything behind them.
+"""What an application embedding the sign-in facility uses: import it from here.
 
-Read it top down (README, "Code map"): ``views`` parses a request and calls a provider
-(``providers``: one thin adapter per kind), which calls one use case (``flows``: e-mail,
-OAuth, credentials, linking, finishing a sign-in); flows use the building blocks beside
-them (``sessions``, ``cookies``, ``redirects``, ``ratelimit``, ``mail``, …), the OAuth
-protocol pieces (``oauth``) and ``webapp.models``. Nothing below imports anything above.
+Everything under ``webapp`` other than this package (and ``create_app``) is internal and may
+change between releases; these names change only with a CHANGELOG entry.
+
+- ``AuthHooks`` (with ``UserInfo``): the application's decisions, passed to ``create_app``.
+- The signals, sent once what they tell of is committed: ``signed_in``, ``signed_out``,
+  ``provider_signed_out``, ``user_created``, ``account_linked``, ``session_read``,
+  ``revocation_failed``.
+- ``current_session()``: this request's browser session, or None.
+- ``bearer_identity()``: who this request's provider access token signs in, or None.
+- ``provider_access_token(user, provider_id)``: a user's live access token at a provider;
+  it raises ``NoProviderAccount``, ``RefreshFailed`` or ``ProviderDown``.
+- ``csrf``: Flask-WTF's CSRF protection (``csrf.exempt`` for a token-authenticated API).
 """
 
 from __future__ import annotations
 
-from flask import Flask
+from webapp.core.hooks import (
+    AuthHooks,
+    UserInfo,
+    account_linked,
+    provider_signed_out,
+    revocation_failed,
+    session_read,
+    signed_in,
+    signed_out,
+    user_created,
+)
+from webapp.flows.provider_tokens import (
+    NoProviderAccount,
+    ProviderDown,
+    RefreshFailed,
+    provider_access_token,
+)
+from webapp.sessions.store import current_session
+from webapp.web.bearer import bearer_identity
+from webapp.web.extensions import csrf
 
-from webapp.auth import bearer, chooser, errorpage, notices, passkeys
-from webapp.auth.flows import email
-from webapp.auth.providers import build_providers
-from webapp.auth.views import bp
-from webapp.settings import Settings
-from webapp.ui.qr import qr_svg
-
-
-def init_app(app: Flask, conf: Settings) -> None:
-    """Build the configured providers and the notices' mailer, register the routes and the
-    islands' page data."""
-    app.extensions["webapp.providers"] = build_providers(conf)
-    notices.init_app(app, conf)
-    bearer.init_app(app)
-    app.register_blueprint(bp, url_prefix=conf.base_path or None)
-    app.add_template_global(chooser.chooser_data)
-    app.add_template_global(errorpage.error_view)
-    app.add_template_global(email.link_lifetime, "email_link_lifetime")
-    app.add_template_global(qr_svg)
-    app.add_template_global(passkeys.unavailable_reason, "passkey_problem")
-    app.add_template_global(passkeys.passkey_texts)
+__all__ = [
+    "AuthHooks",
+    "NoProviderAccount",
+    "ProviderDown",
+    "RefreshFailed",
+    "UserInfo",
+    "account_linked",
+    "bearer_identity",
+    "csrf",
+    "current_session",
+    "provider_access_token",
+    "provider_signed_out",
+    "revocation_failed",
+    "session_read",
+    "signed_in",
+    "signed_out",
+    "user_created",
+]

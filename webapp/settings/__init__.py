@@ -41,7 +41,7 @@ from webapp.settings.sessions import read_sessions
 from webapp.settings.sources import Sources
 
 if TYPE_CHECKING:
-    from webapp.devserver import DevServer
+    from webapp.settings.dev_server import DevServer
 
 __all__ = [
     "LOOPBACK_HOSTS",
@@ -69,7 +69,7 @@ def load_settings(
 
     Precedence, lowest first: built-in defaults, the TOML file's ``[auth]`` table, the
     environment, ``overrides`` (used by tests and embedding applications). ``served``:
-    where ``flask run`` serves (``webapp.devserver.dev_server()``); in development without
+    where ``flask run`` serves (``webapp.settings.dev_server.dev_server()``); in development without
     AUTH_URL, the site's address is taken from it.
     """
     sources = Sources.read(environ, overrides)

@@ -21,7 +21,7 @@ from webapp.settings.parsers import opt_str, parse_bool
 from webapp.settings.sources import Sources
 
 if TYPE_CHECKING:
-    from webapp.devserver import DevServer
+    from webapp.settings.dev_server import DevServer
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ def read_site(sources: Sources, development: bool, served: DevServer | None) -> 
     """AUTH_URL, and the proxies and host names requests for it may come through."""
     auth_url = opt_str(sources.get("AUTH_URL", "url"))
     # Development without AUTH_URL under a server whose port is unknown (not `flask run`):
-    # links follow the loopback name and port the browser used (webapp.auth.urls).
+    # links follow the loopback name and port the browser used (webapp.core.urls).
     auth_url_from_request = auth_url is None and served is None
     if auth_url is None:
         if not development:

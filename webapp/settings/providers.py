@@ -2,7 +2,7 @@
 may cost (timeouts, attempts and requests per client address, cached answers).
 
 Each declaration is only checked for a usable id and a type here; each provider kind
-validates the rest of its own entries (``webapp.auth.providers``).
+validates the rest of its own entries (``webapp.providers``).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from typing import TypeVar
 from flask import Flask, Response
 from werkzeug.wrappers import Response as BaseResponse
 
-from webapp.caching import NO_STORE, answer_is_personal
+from webapp.core.cache_headers import NO_STORE, answer_is_personal
 from webapp.settings import Settings
 
 POLICY = "; ".join(

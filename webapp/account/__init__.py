@@ -1,1 +1,0 @@
-"""The account area: profile, linked sign-in methods, sessions, deleting the account."""

@@ -1,0 +1,158 @@
+"""Talking to an identity provider's metadata: discovery and JWKS, fetched lazily, cached.
+
+Every outbound call has a connect and a read timeout (settings), so a provider that is
+down or stalls costs one request its timeout and never hangs a worker. Nothing is fetched
+at start-up: a provider that is down does not stop the application. A failed fetch is not
+cached; the next sign-in tries again.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import requests
+
+from webapp.core import jsonsafe
+from webapp.settings import Settings, is_loopback_url
+
+
+class ProviderUnavailable(Exception):
+    """The provider could not be reached, answered an error, or answered nonsense."""
+
+
+def url_allowed(url: str, *, allow_insecure: bool) -> bool:
+    """Return whether we may talk to ``url``: https, or http on loopback / when allowed."""
+    if url.startswith("https://"):
+        return True
+    return url.startswith("http://") and (allow_insecure or is_loopback_url(url))
+
+
+def timeouts(conf: Settings) -> tuple[float, float]:
+    """Return the (connect, read) timeouts ``requests`` takes."""
+    return conf.http_connect_timeout, conf.http_read_timeout
+
+
+def get_json(
+    url: str, conf: Settings, *, allow_insecure: bool, headers: Mapping[str, str] | None = None
+) -> Any:
+    """GET ``url`` and return its JSON body; raise ProviderUnavailable on any failure."""
+    if not url_allowed(url, allow_insecure=allow_insecure):
+        raise ProviderUnavailable(f"refusing insecure URL {url}")
+    try:
+        response = requests.get(
+            url,
+            headers={"Accept": "application/json", **(headers or {})},
+            timeout=timeouts(conf),
+            allow_redirects=False,
+        )
+    except requests.RequestException as exc:
+        raise ProviderUnavailable(f"GET {url}: {type(exc).__name__}") from exc
+    if response.status_code != 200:
+        raise ProviderUnavailable(f"GET {url}: HTTP {response.status_code}")
+    try:
+        return jsonsafe.loads(response.content)
+    except ValueError as exc:
+        raise ProviderUnavailable(f"GET {url}: body is not JSON") from exc
+
+
+class ProviderMetadata:
+    """One provider's discovery document and key set, cached for the process's lifetime.
+
+    ``issuer_matches`` decides whether the discovery document's ``issuer`` is the one the
+    provider was configured with (equality, except for multi-tenant presets).
+    """
+
+    def __init__(
+        self,
+        issuer: str,
+        conf: Settings,
+        *,
+        allow_insecure: bool,
+        issuer_matches: Callable[[str, str], bool] | None = None,
+        jwks_uri: str | None = None,
+    ) -> None:
+        self.issuer = issuer
+        self.conf = conf
+        self.allow_insecure = allow_insecure
+        self._issuer_matches = issuer_matches or (lambda configured, found: configured == found)
+        self._document: dict[str, Any] | None = None
+        self._jwks_uri = jwks_uri
+        self._jwks: list[dict[str, Any]] | None = None
+        self._last_refetch = float("-inf")
+        # Guards the cache only: fetches run outside it, so a stalled provider costs each
+        # waiting request its own timeout, not the sum of those queued before it.
+        self._lock = threading.Lock()
+
+    def document(self) -> dict[str, Any]:
+        """Return the discovery document, fetching it once; check its issuer and URLs.
+
+        Requests that find no document each fetch it (a failure is not cached); the first
+        answer stored is the one kept."""
+        if self._document is not None:
+            return self._document
+        fetched = self._discover()
+        with self._lock:
+            if self._document is None:
+                self._document = fetched
+            return self._document
+
+    def _discover(self) -> dict[str, Any]:
+        url = self.issuer.rstrip("/") + "/.well-known/openid-configuration"
+        doc = get_json(url, self.conf, allow_insecure=self.allow_insecure)
+        if not isinstance(doc, dict):
+            raise ProviderUnavailable(f"{url}: not a JSON object")
+        found = doc.get("issuer")
+        # OpenID Connect Discovery §4.3: a mismatch means the document is not this issuer's
+        # (a mix-up or a poisoned cache); we must not send the browser anywhere it names.
+        if not isinstance(found, str) or not self._issuer_matches(self.issuer, found):
+            raise ProviderUnavailable(f"{url}: issuer {found!r} is not {self.issuer!r}")
+        for name in ("authorization_endpoint", "token_endpoint"):
+            if not isinstance(doc.get(name), str):
+                raise ProviderUnavailable(f"{url}: {name} missing")
+        for name in ("authorization_endpoint", "token_endpoint", "userinfo_endpoint", "jwks_uri"):
+            value = doc.get(name)
+            if value is not None and not (
+                isinstance(value, str) and url_allowed(value, allow_insecure=self.allow_insecure)
+            ):
+                raise ProviderUnavailable(f"{url}: {name} {value!r} is not an allowed URL")
+        return doc
+
+    def keys(self, kid: str | None = None) -> list[dict[str, Any]]:
+        """Return the provider's JWKs; refetch first if ``kid`` is not among them.
+
+        Refetches caused by unknown kids happen at most once per ``jwks_refetch_interval``
+        (the first load does not count), so rotation is picked up at once while a burst of
+        tokens with made-up kids costs the provider at most one request per interval.
+        """
+        with self._lock:
+            known = self._jwks
+            fetch = known is None
+            if (
+                known is not None
+                and kid is not None
+                and not any(k.get("kid") == kid for k in known)
+            ):
+                now = time.monotonic()
+                interval = self.conf.jwks_refetch_interval.total_seconds()
+                if now - self._last_refetch >= interval:
+                    self._last_refetch = now
+                    fetch = True
+        if known is not None and not fetch:
+            return known
+        fetched = self._fetch_keys()
+        with self._lock:
+            self._jwks = fetched
+        return fetched
+
+    def _fetch_keys(self) -> list[dict[str, Any]]:
+        uri = self._jwks_uri or self.document().get("jwks_uri")
+        if not isinstance(uri, str):
+            raise ProviderUnavailable(f"{self.issuer}: no jwks_uri")
+        body = get_json(uri, self.conf, allow_insecure=self.allow_insecure)
+        keys = body.get("keys") if isinstance(body, dict) else None
+        if not isinstance(keys, list):
+            raise ProviderUnavailable(f"{uri}: no keys array")
+        return [k for k in keys if isinstance(k, dict)]

@@ -1,0 +1,33 @@
+"""What every sign-in provider is: an id, a name, a kind, and its entry in ``GET providers``.
+
+A provider is configuration only; signing in through one is the adapter of its kind in
+``webapp.web.signin``, which calls the use case in ``webapp.flows.signin``.
+"""
+
+from __future__ import annotations
+
+from webapp.core import urls
+
+
+class Provider:
+    """A way to sign in, as configured."""
+
+    #: oidc, oauth, email, credentials or webauthn, as shown in ``GET providers``.
+    type: str = ""
+    #: Whether a POST to the callback must carry a CSRF token (not for form_post returns
+    #: from an identity provider, which are cross-site by design and checked by state).
+    callback_needs_csrf: bool = True
+
+    def __init__(self, *, id: str, name: str) -> None:
+        self.id = id
+        self.name = name
+
+    def public_json(self) -> dict[str, str]:
+        """Return this provider's entry in ``GET providers``."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "type": self.type,
+            "signinUrl": urls.auth_url(f"signin/{self.id}"),
+            "callbackUrl": urls.auth_url(f"callback/{self.id}"),
+        }

@@ -1,0 +1,33 @@
+"""The e-mail provider (magic links and one-time codes): its name and the mailer its messages
+go through. Signing in is ``webapp.flows.signin.email``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from webapp.mail.delivery import Mailer, mailer_from_settings
+from webapp.providers.base import Provider
+from webapp.settings import ConfigError, Settings
+
+
+class EmailProvider(Provider):
+    type = "email"
+
+    def __init__(self, *, id: str, name: str, mailer: Mailer) -> None:
+        super().__init__(id=id, name=name)
+        self.mailer = mailer
+
+
+def default_provider(conf: Settings) -> EmailProvider:
+    """The provider EMAIL_SERVER (or a fresh development set-up) enables on its own."""
+    return EmailProvider(id="email", name="Email", mailer=mailer_from_settings(conf))
+
+
+def build(entry: Mapping[str, Any], conf: Settings) -> Provider:
+    try:
+        mailer = mailer_from_settings(conf)
+    except ConfigError as exc:
+        raise ConfigError(f"provider {entry['id']!r}: {exc}") from None
+    return EmailProvider(id=entry["id"], name=str(entry.get("name", "Email")), mailer=mailer)

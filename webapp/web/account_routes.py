@@ -1,0 +1,388 @@
+"""The account area's pages: ``/account`` and its forms, each usable with or without htmx.
+
+A form posts to its own URL. A plain post gets a 303 back to ``/account#<section>`` with a
+flashed message; an htmx post (``HX-Request``) gets only the section it changed, message
+included, which htmx swaps in place. An action that signs this browser out (ending its own
+session, deleting the account) leaves the area with a full navigation home.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import wraps
+from typing import Any, TypeVar, cast
+
+from flask import (
+    Blueprint,
+    Response,
+    flash,
+    get_flashed_messages,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
+from flask.typing import ResponseReturnValue
+from flask_login import current_user
+
+from webapp.core.cache_headers import mark_personal
+from webapp.core.redirects import is_safe_callback_url
+from webapp.errors import AccountError
+from webapp.flows.account import (
+    account_page,
+    deletion,
+    linked_accounts,
+    passkeys,
+    recent_signin,
+    sessions,
+    two_factor,
+)
+from webapp.flows.signin.second_factor import TooManyCodes, WrongCode, step_up_with_code
+from webapp.i18n import gettext, ngettext
+from webapp.sessions import reauthentication
+from webapp.sessions.store import AuthSession, current_session
+from webapp.storage import transactions
+from webapp.web.account_display import breakable
+from webapp.web.extensions import login_manager
+
+bp = Blueprint("account", __name__)
+# Every answer here is personal, even the signed-out redirect: never cached (ui.csp).
+bp.before_request(mark_personal)
+bp.add_app_template_filter(breakable, "breakable")
+
+#: The template of each section an action can re-render.
+SECTIONS = {
+    "accounts": "account/_accounts.html",
+    "passkeys": "account/_passkeys.html",
+    "two-factor": "account/_two_factor.html",
+    "sessions": "account/_sessions.html",
+    "delete": "account/_delete.html",
+}
+
+
+@dataclass(frozen=True)
+class Done:
+    """A successful action: the message to show, and whether this browser is signed out."""
+
+    message: str
+    signed_out: bool = False
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def browser_session_required(view: F) -> F:
+    """``login_required`` for a browser session: an API caller's bearer token does not
+    open the account area (its changes rest on the session: CSRF, recent sign-in)."""
+
+    @wraps(view)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if current_session() is None:
+            return login_manager.unauthorized()
+        return view(*args, **kwargs)
+
+    return cast(F, wrapper)
+
+
+def _session() -> AuthSession:
+    session = current_session()
+    assert session is not None  # browser_session_required ran first
+    return session
+
+
+def _is_htmx() -> bool:
+    return request.headers.get("HX-Request") == "true"
+
+
+@bp.get("/account")
+@browser_session_required
+def overview() -> str:
+    view = account_page.account_overview(
+        user_id=current_user.id, session=_session(), activity=account_page.ACTIVITY_FIRST
+    )
+    # After a plain-form action, its message was flashed with the section it belongs to.
+    notices = {}
+    for kind, text in cast(list[tuple[str, str]], get_flashed_messages(with_categories=True)):
+        category, _, section = kind.partition(" ")
+        if section:
+            notices[section] = {"text": text, "category": category}
+    return render_template(
+        "account/index.html",
+        view=view,
+        notices=notices,
+        two_factor=view.two_factor,
+        activity=view.activity,
+    )
+
+
+@bp.get("/account/activity")
+@browser_session_required
+def activity() -> str:
+    """The "Show more" of "Recent activity": the next entries, for htmx to put in place of
+    the button; without JavaScript, a page of them with its own "Show more"."""
+    entries = account_page.recent_activity(user_id=current_user.id, before=_before())
+    if _is_htmx():
+        return render_template("account/_activity_items.html", activity=entries)
+    return render_template("account/activity.html", activity=entries)
+
+
+def _before() -> int | None:
+    """The ``before`` parameter: an event id (a row id's range), else None (the start)."""
+    raw = request.args.get("before", "")
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 19):
+        return None
+    number = int(raw)
+    return number if 0 < number < 2**63 else None
+
+
+@bp.get("/account/confirm")
+@browser_session_required
+def confirm() -> str:
+    """Ask for a fresh proof of presence (a second-factor code, a passkey, or a sign-in
+    with a method the user already has), then go to ``next``."""
+    return _confirm_page(_confirm_next(), None)
+
+
+def _confirm_next() -> str:
+    next_path = request.values.get("next", "")
+    if not is_safe_callback_url(next_path) or not next_path.startswith("/"):
+        next_path = url_for("account.overview")
+    return next_path
+
+
+def _confirm_page(next_path: str, problem: str | None) -> str:
+    return render_template(
+        "account/confirm.html",
+        methods=recent_signin.confirmation_methods(user_id=current_user.id),
+        factors=two_factor.status(current_user.id),
+        next_path=next_path,
+        minutes=reauthentication.window_minutes(),
+        problem=problem,
+    )
+
+
+@bp.get("/account/link/<provider_id>")
+@browser_session_required
+def link_page(provider_id: str) -> ResponseReturnValue:
+    """The step a confirmation returns to before linking: one button, no surprise."""
+    option = linked_accounts.link_option(user_id=current_user.id, provider_id=provider_id)
+    if option is None:
+        return redirect(url_for("account.overview", _anchor="accounts"), code=303)
+    return render_template("account/link.html", option=option)
+
+
+@bp.get("/account/accounts/<id:account_id>/unlink")
+@browser_session_required
+def unlink_page(account_id: int) -> ResponseReturnValue:
+    """The step a confirmation returns to before removing a method. The e-mail sign-in of
+    the verified address is no method to remove: the account page explains it instead."""
+    account = linked_accounts.sign_in_method(user_id=current_user.id, account_id=account_id)
+    if account is None or account.follows_address:
+        return redirect(url_for("account.overview", _anchor="accounts"), code=303)
+    return render_template("account/unlink.html", account=account)
+
+
+@bp.post("/account/accounts/<id:account_id>/unlink")
+@browser_session_required
+def unlink(account_id: int) -> ResponseReturnValue:
+    def action() -> Done:
+        removed = linked_accounts.unlink_account(
+            user_id=current_user.id, account_id=account_id, current=_session()
+        )
+        return Done(
+            gettext(
+                "%(provider)s was removed from your sign-in methods.",
+                provider=removed.provider_name,
+            )
+        )
+
+    return _respond("accounts", action, again=url_for("account.unlink_page", account_id=account_id))
+
+
+@bp.post("/account/passkeys/<id:passkey_id>/rename")
+@browser_session_required
+def rename_passkey(passkey_id: int) -> ResponseReturnValue:
+    def action() -> Done:
+        renamed = passkeys.rename_passkey(
+            user_id=current_user.id, passkey_id=passkey_id, name=request.form.get("name", "")
+        )
+        return Done(gettext("The passkey is now called “%(name)s”.", name=renamed.name))
+
+    return _respond("passkeys", action)
+
+
+@bp.post("/account/passkeys/<id:passkey_id>/remove")
+@browser_session_required
+def remove_passkey(passkey_id: int) -> ResponseReturnValue:
+    def action() -> Done:
+        removed = passkeys.remove_passkey(
+            user_id=current_user.id, passkey_id=passkey_id, current=_session()
+        )
+        return Done(
+            gettext(
+                "The passkey “%(name)s” was removed; it no longer signs you in.",
+                name=removed.name,
+            )
+        )
+
+    return _respond("passkeys", action, again=url_for("account.overview", _anchor="passkeys"))
+
+
+@bp.post("/account/sessions/<id:session_id>/end")
+@browser_session_required
+def end_session(session_id: int) -> ResponseReturnValue:
+    def action() -> Done:
+        own = sessions.end_session(
+            user_id=current_user.id, session_id=session_id, current=_session()
+        )
+        message = gettext("You are signed out.") if own else gettext("That session was signed out.")
+        return Done(message, own)
+
+    return _respond("sessions", action)
+
+
+@bp.post("/account/sessions/end-others")
+@browser_session_required
+def end_others() -> ResponseReturnValue:
+    def action() -> Done:
+        count = sessions.end_other_sessions(user_id=current_user.id, current=_session())
+        return Done(
+            ngettext(
+                "Signed out %(num)d other session.", "Signed out %(num)d other sessions.", count
+            )
+        )
+
+    return _respond("sessions", action, again=url_for("account.overview", _anchor="sessions"))
+
+
+@bp.get("/account/two-factor")
+@browser_session_required
+def two_factor_setup() -> ResponseReturnValue:
+    """Step one of turning on two-step verification: the key, as text, link and QR code."""
+    try:
+        setup = two_factor.begin_setup(user_id=current_user.id, current=_session())
+    except AccountError as exc:
+        return _refused(exc, "two-factor", again=url_for("account.two_factor_setup"))
+    return render_template("account/two_factor_setup.html", setup=setup, problem=None)
+
+
+@bp.post("/account/two-factor")
+@browser_session_required
+def two_factor_confirm() -> ResponseReturnValue:
+    """Step two: a right code from the app turns it on and shows the recovery codes once."""
+    try:
+        codes = two_factor.confirm_setup(
+            user_id=current_user.id, current=_session(), code=request.form.get("code", "")
+        )
+    except AccountError as exc:
+        transactions.discard()
+        if exc.code != two_factor.WRONG_CODE:
+            return _refused(exc, "two-factor", again=url_for("account.two_factor_setup"))
+        setup = two_factor.begin_setup(user_id=current_user.id, current=_session())
+        page = render_template("account/two_factor_setup.html", setup=setup, problem=exc.message)
+        return page, 400
+    return render_template("account/two_factor_codes.html", codes=codes, first_time=True)
+
+
+@bp.post("/account/two-factor/recovery-codes")
+@browser_session_required
+def two_factor_new_codes() -> ResponseReturnValue:
+    try:
+        codes = two_factor.new_recovery_codes(user_id=current_user.id, current=_session())
+    except AccountError as exc:
+        transactions.discard()
+        return _refused(exc, "two-factor", again=url_for("account.overview", _anchor="two-factor"))
+    return render_template("account/two_factor_codes.html", codes=codes, first_time=False)
+
+
+@bp.post("/account/two-factor/off")
+@browser_session_required
+def two_factor_off() -> ResponseReturnValue:
+    def action() -> Done:
+        two_factor.turn_off(user_id=current_user.id, current=_session())
+        return Done(gettext("Two-step verification is off; your recovery codes no longer work."))
+
+    return _respond("two-factor", action, again=url_for("account.overview", _anchor="two-factor"))
+
+
+@bp.post("/account/confirm")
+@browser_session_required
+def confirm_with_code() -> ResponseReturnValue:
+    """Confirm it is you with the authenticator app's code, then go on to ``next``."""
+    next_path = _confirm_next()
+    try:
+        step_up_with_code(
+            _session(), request.form.get("code", ""), client_address=request.remote_addr
+        )
+    except (WrongCode, TooManyCodes) as exc:
+        transactions.discard()
+        problem = (
+            gettext("That code is not right. Try again.")
+            if isinstance(exc, WrongCode)
+            else gettext("Too many wrong codes for now. Wait a while, or confirm another way.")
+        )
+        return _confirm_page(next_path, problem), 400 if isinstance(exc, WrongCode) else 429
+    return redirect(next_path, code=303)
+
+
+@bp.post("/account/delete")
+@browser_session_required
+def delete() -> ResponseReturnValue:
+    def action() -> Done:
+        confirmation = request.form.get("confirm", "")
+        deletion.delete_account(
+            user_id=current_user.id, current=_session(), confirmation=confirmation
+        )
+        return Done(
+            gettext("Your account and everything linked to it were deleted."), signed_out=True
+        )
+
+    return _respond("delete", action, again=url_for("account.overview", _anchor="delete"))
+
+
+def _respond(
+    section: str, action: Callable[[], Done], *, again: str | None = None
+) -> ResponseReturnValue:
+    """Run ``action`` and answer: the section (htmx) or a redirect (plain form).
+
+    An action refused for want of a recent sign-in sends the browser to the confirmation
+    page, which leads back to ``again`` (the page to repeat the action from).
+    """
+    try:
+        done = action()
+    except AccountError as exc:
+        transactions.discard()
+        return _refused(exc, section, again=again)
+    if done.signed_out:
+        flash(done.message, "success")
+        home = url_for("pages.index")
+        if _is_htmx():
+            # Swapping the home page into a section would be wrong: ask for a navigation.
+            return Response(status=204, headers={"HX-Redirect": home})
+        return redirect(home, code=303)
+    return _answer(section, done.message, "success")
+
+
+def _refused(exc: AccountError, section: str, *, again: str | None) -> ResponseReturnValue:
+    """Answer a refused action: to the confirmation page when it needs a recent sign-in
+    (then back to ``again``), else the section with the message."""
+    if exc.code == recent_signin.REAUTH_REQUIRED and again is not None:
+        target = reauthentication.confirm_url(again)
+        if _is_htmx():
+            return Response(status=204, headers={"HX-Redirect": target})
+        return redirect(target, code=303)
+    return _answer(section, exc.message, "error")
+
+
+def _answer(section: str, message: str, category: str) -> ResponseReturnValue:
+    if not _is_htmx():
+        flash(message, f"{category} {section}")
+        return redirect(url_for("account.overview", _anchor=section), code=303)
+    view = account_page.account_overview(user_id=current_user.id, session=_session())
+    return render_template(
+        SECTIONS[section],
+        view=view,
+        two_factor=view.two_factor,
+        notice={"text": message, "category": category},
+    )
