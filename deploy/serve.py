@@ -102,7 +102,7 @@ PRELOADED = (
     "sqlalchemy.dialects.postgresql",
     "sqlalchemy.dialects.sqlite",
     "sqlalchemy.orm",
-    "user_agents",
+    "ua_parser",
 )
 
 

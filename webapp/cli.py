@@ -1,5 +1,5 @@
 """Operator commands: ``flask auth cleanup | sessions | events | revoke | revoke-tokens |
-rotate-secrets | device-login | mfa reset | migrate``."""
+rotate-secrets | device-login | mfa reset | migrate``, and ``flask auth --version``."""
 
 from __future__ import annotations
 
@@ -51,7 +51,15 @@ from webapp.storage.resealing import reseal
 from webapp.telemetry import logsafe
 from webapp.ui.qr import print_qr
 
-auth_cli = AppGroup("auth", help="Inspect and clean up sign-in data.")
+#: pyproject.toml's ``[project] name``: the distribution whose version ``--version`` prints.
+DISTRIBUTION = "webapp-signin"
+
+# An eager option: it prints and exits before any command asks for the app, so it needs no
+# settings (pyproject.toml registers this group as a ``flask.commands`` entry point, so that
+# ``flask auth`` is found without loading the app either).
+auth_cli = click.version_option(
+    package_name=DISTRIBUTION, prog_name=DISTRIBUTION, message="%(prog)s %(version)s"
+)(AppGroup("auth", help="Inspect and clean up sign-in data."))
 
 
 @auth_cli.command("cleanup")

@@ -1,15 +1,69 @@
-"""A short, human description of the device behind a user agent."""
+"""A short, human description of the device behind a user agent.
+
+The patterns are ua-parser's (the uap-core project's regexes). Whether a phone or tablet is
+named by its device rather than its system follows the rules of ``user-agents``, the
+library this module used before: the names the trail and the sessions list keep stay the
+same across that change.
+"""
 
 from __future__ import annotations
 
 from functools import lru_cache
 
-from user_agents import parse
+from ua_parser import DefaultedResult, parse
 
 from webapp.i18n import gettext
 
 #: The most of a user agent that is parsed (``Settings.user_agent_max_length``'s default).
 USER_AGENT_PARSED = 512
+
+
+#: Devices, browsers and systems that make a phone or a tablet (``user-agents``' lists).
+_HANDHELD_DEVICES = frozenset(
+    {
+        "iPhone",
+        "iPod",
+        "Generic Smartphone",
+        "Generic Feature Phone",
+        "PlayStation Vita",
+        "iOS-Device",
+        "iPad",
+        "BlackBerry Playbook",
+        "Blackberry Playbook",
+        "Kindle",
+        "Kindle Fire",
+        "Kindle Fire HD",
+        "Galaxy Tab",
+        "Xoom",
+        "Dell Streak",
+    }
+)
+_MOBILE_BROWSERS = frozenset(
+    {
+        "IE Mobile",
+        "Opera Mobile",
+        "Opera Mini",
+        "Chrome Mobile",
+        "Chrome Mobile WebView",
+        "Chrome Mobile iOS",
+    }
+)
+_HANDHELD_SYSTEMS = frozenset(
+    {
+        "Android",
+        "Firefox OS",
+        "BlackBerry OS",
+        "Windows Phone",
+        "Windows Phone OS",
+        "Symbian OS",
+        "Bada",
+        "Windows CE",
+        "Windows Mobile",
+        "Maemo",
+    }
+)
+#: Words in the user agent itself that make a phone: old Java phones and mobile crawlers.
+_HANDHELD_MARKS = ("J2ME", "MIDP", "iPhone;", "Googlebot-Mobile")
 
 
 @lru_cache(maxsize=256)
@@ -22,18 +76,42 @@ def _browser_and_system(user_agent: str | None, *, version: bool) -> tuple[str, 
     can send any agent)."""
     if not user_agent:
         return None
-    # Cut as a session row keeps it: the parser's ~1,300 patterns cost about 15 µs per
-    # character, and a client chooses the length.
-    agent = parse(user_agent[:USER_AGENT_PARSED])
-    browser = str(agent.browser.family)
+    # Cut as a session row keeps it: the parser's ~1,300 patterns cost time per character,
+    # and a client chooses the length.
+    agent = user_agent[:USER_AGENT_PARSED]
+    parsed = parse(agent).with_defaults()
+    browser = parsed.user_agent.family
     if browser == "Other":
         return None
-    major = agent.browser.version_string.split(".")[0]
+    major = _major(parsed.user_agent.major)
     if major and version:
         browser = f"{browser} {major}"
     # A phone or tablet is better named by the device ("iPhone"), a computer by its OS.
-    where = str(agent.device.family if agent.is_mobile or agent.is_tablet else agent.os.family)
+    where = parsed.device.family if _is_handheld(agent, parsed) else parsed.os.family
     return browser, "" if where == "Other" else where
+
+
+def _major(major: str | None) -> str:
+    """The major version as shown: a number without leading zeros ("05" is 5)."""
+    if major is None:
+        return ""
+    return str(int(major)) if major.isdigit() else major.split(".")[0]
+
+
+def _is_handheld(agent: str, parsed: DefaultedResult) -> bool:
+    """Whether the agent is a phone or a tablet (``user-agents``' ``is_mobile or
+    is_tablet``)."""
+    device, browser, system = parsed.device.family, parsed.user_agent.family, parsed.os.family
+    return (
+        device in _HANDHELD_DEVICES
+        or browser in _MOBILE_BROWSERS
+        or system in _HANDHELD_SYSTEMS
+        # Windows RT: a tablet.
+        or (system == "Windows" and (parsed.os.major or "").startswith("RT"))
+        or (device == "Spider" and "Mobile" in browser)
+        or any(mark in agent for mark in _HANDHELD_MARKS)
+        or ("NokiaBrowser" in agent and "Mobile" in agent)
+    )
 
 
 def describe_device(user_agent: str | None) -> str:
