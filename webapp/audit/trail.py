@@ -6,8 +6,8 @@ transaction, so it stands or falls with what it tells of. A failure is written w
 becomes of the request's other writes (``transactions.write_regardless``): an error
 handler that discards them keeps the failure's row, and a refused request costs that one
 INSERT. A write that commits on a connection of its own (a session's daily extension, a
-provider token's refresh) puts ``event_row(...)`` into its own transaction. Nothing here
-runs on the hot session read.
+provider token's refresh) puts ``event_row(...).insert`` into its own transaction and calls
+``announce()`` once that is committed. Nothing here runs on the hot session read.
 
 Nothing a signed-out client sends grows the trail without bound. A failure that names no
 user is counted first against its client address's allowance (``AUDIT_FAILURE_IP_LIMIT``,
@@ -21,15 +21,20 @@ names no user is kept only as its keyed hash (``subject_hash``: the throttles' H
 key derived from AUTH_SECRET), so the table is no list of who tried what; ``detail`` takes
 a few short values the code chooses, never text from the request.
 
-The Blinker signals (``hooks``) stay as they are: they tell the embedding application after
-the commit; the trail is written beside them, in the same transaction as the change.
+The Blinker signals (``hooks``) tell the embedding application after the commit; the trail
+is written beside them, in the same transaction as the change. Its own signal,
+``audit_event``, tells of each row once it is committed: ``record`` queues it after the
+commit of the row's transaction, and a savepoint rolled back (a first sign-in lost to a
+race) takes the announcements of the rows written in it along.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import weakref
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 from ipaddress import IPv6Address, ip_address, ip_network
@@ -37,11 +42,15 @@ from typing import Any
 
 from flask import g, has_request_context, request
 from sqlalchemy import ColumnElement, Insert, bindparam, insert, or_, select, tuple_
+from sqlalchemy.event import listens_for
+from sqlalchemy.orm import Session as OrmSession
+from sqlalchemy.orm import SessionTransaction
 
 from webapp.audit import throttles
 from webapp.audit.throttles import Refusal, identifier_hash
 from webapp.audit.user_agents import device_label
 from webapp.core.clock import iso_utc, utcnow
+from webapp.core.hooks import audit_event
 from webapp.mail.email_addresses import address_or_none
 from webapp.settings import current_settings
 from webapp.storage import transactions
@@ -117,6 +126,67 @@ _DETAIL_TEXT = 100
 Detail = Mapping[str, str | int | bool | None]
 
 
+@dataclass(frozen=True)
+class EventRow:
+    """One event as the trail writes it: ``insert`` is its INSERT, ``announce`` sends the
+    ``audit_event`` signal of it (call it once that INSERT is committed)."""
+
+    type: Event
+    occurred_at: datetime
+    error_code: str | None
+    user_id: int | None
+    subject_hash: str | None
+    provider: str | None
+    ip: str | None
+    device: str | None
+    request_id: str | None
+    detail: Mapping[str, str | int | bool | None] | None
+
+    @property
+    def outcome(self) -> str:
+        return SUCCESS if self.error_code is None else FAILURE
+
+    @property
+    def insert(self) -> Insert:
+        # Through the users table: a user deleted meanwhile (a pending sign-in's, a session's
+        # on another device) leaves the row naming nobody, where the id would break the key.
+        user = (
+            None
+            if self.user_id is None
+            else select(User.id).where(User.id == self.user_id).scalar_subquery()
+        )
+        return insert(AuthEvent).values(
+            occurred_at=self.occurred_at,
+            type=self.type.value,
+            outcome=self.outcome,
+            error_code=self.error_code,
+            user_id=user,
+            subject_hash=self.subject_hash,
+            provider=self.provider,
+            ip=self.ip,
+            device=self.device,
+            request_id=self.request_id,
+            detail=self.detail,
+        )
+
+    def announce(self) -> None:
+        """Send ``audit_event`` (``webapp.core.hooks``) for this row."""
+        audit_event.send(
+            self.type.value,
+            occurred_at=self.occurred_at,
+            outcome=self.outcome,
+            error_code=self.error_code,
+            user_id=self.user_id,
+            subject_hash=self.subject_hash,
+            provider=self.provider,
+            ip=self.ip,
+            device=self.device,
+            request_id=self.request_id,
+            # A copy each time: what one listener does to it is no other's concern.
+            detail=None if self.detail is None else dict(self.detail),
+        )
+
+
 def event_row(
     event: Event,
     *,
@@ -125,8 +195,8 @@ def event_row(
     provider: str | None = None,
     error: str | None = None,
     detail: Detail | None = None,
-) -> Insert:
-    """Return the INSERT of one event; the request (if any) gives address, device and id.
+) -> EventRow:
+    """Return one event to write; the request (if any) gives address, device and id.
 
     ``subject``: the address or identifier an event names when it names no user, kept as
     its keyed hash. ``error``: the failure's code (none: a success).
@@ -138,16 +208,11 @@ def event_row(
         ip = this_address()
         device = this_device()
         request_id = current_request_id()
-    return insert(AuthEvent).values(
+    return EventRow(
+        type=event,
         occurred_at=utcnow(),
-        type=event.value,
-        outcome=SUCCESS if error is None else FAILURE,
         error_code=error,
-        # Through the users table: a user deleted meanwhile (a pending sign-in's, a session's
-        # on another device) leaves the row naming nobody, where the id would break the key.
-        user_id=None
-        if user_id is None
-        else select(User.id).where(User.id == user_id).scalar_subquery(),
+        user_id=user_id,
         subject_hash=subject_hash(subject) if subject is not None else None,
         provider=provider,
         ip=ip,
@@ -172,11 +237,11 @@ def record(
         event, user_id=user_id, subject=subject, provider=provider, error=error, detail=detail
     )
     if error is None or not has_request_context():
-        db.session.execute(row)
+        _write(row)
         return
     g.audit_refused = True
     if user_id is not None:
-        transactions.write_regardless(lambda: db.session.execute(row))
+        transactions.write_regardless(lambda: _write(row))
     else:
         transactions.write_regardless(lambda: _write_failure(row, f"{event.value} ({error})"))
 
@@ -188,29 +253,57 @@ def throttled(refusal: Refusal, *, subject: str | None = None, provider: str | N
     g.audit_refused = True
     row = _refusal_row(refusal, "a request", subject=subject, provider=provider)
     if row is not None:
-        transactions.write_regardless(lambda: db.session.execute(row))
+        transactions.write_regardless(lambda: _write(row))
 
 
-def _write_failure(row: Insert, what: str) -> None:
+def _write(row: EventRow) -> None:
+    """Write ``row`` in the request's (or command's) transaction; announce it once that is
+    committed, unless the savepoint it was written in is rolled back before."""
+    db.session.execute(row.insert)
+    savepoint = db.session().get_nested_transaction()
+    transactions.on_commit(lambda: None if _rolled_back(savepoint) else row.announce())
+
+
+#: The savepoints rolled back, per ORM session, for as long as something refers to them.
+_ROLLED_BACK = "webapp.audit.rolled_back_savepoints"
+
+
+@listens_for(OrmSession, "after_soft_rollback")
+def _remember_rolled_back(session: OrmSession, previous_transaction: SessionTransaction) -> None:
+    if previous_transaction.nested:
+        session.info.setdefault(_ROLLED_BACK, weakref.WeakSet()).add(previous_transaction)
+
+
+def _rolled_back(savepoint: SessionTransaction | None) -> bool:
+    """Whether ``savepoint`` or one it was nested in was rolled back (None: none)."""
+    undone = db.session().info.get(_ROLLED_BACK, ())
+    while savepoint is not None:
+        if savepoint in undone:
+            return True
+        savepoint = savepoint.parent
+    return False
+
+
+def _write_failure(row: EventRow, what: str) -> None:
     """Write a failure's row if its client address's allowance has room; count it in the
     same transaction, so that the count and the row stand or fall together."""
 
     def refused(refusal: Refusal) -> None:
         own = _refusal_row(refusal, f"the record of {what}")
         if own is not None:
-            db.session.execute(own)
+            _write(own)
 
     allowance = (
         throttles.client_key("audit-ip", request.remote_addr),
         current_settings().audit_failure_ip_limit,
     )
     if throttles.admit([allowance], refused=refused, with_request=True) is not None:
-        db.session.execute(row)
+        _write(row)
 
 
 def _refusal_row(
     refusal: Refusal, what: str, *, subject: str | None = None, provider: str | None = None
-) -> Insert | None:
+) -> EventRow | None:
     """Log a refusal; return its row if it is its key's first in the window, else None."""
     limit = refusal.limit
     log.info(

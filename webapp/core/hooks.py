@@ -1,4 +1,5 @@
-"""Application hooks (authorize, sign-in, redirect, session) and the Blinker signals.
+"""Application hooks (authorize, sign-in, redirect, session, mail transport) and the Blinker
+signals.
 
 Hooks change what happens; signals only tell. An application registers hooks on the
 ``AuthHooks`` it passes to ``create_app`` (or on ``current_hooks()`` at set-up time)::
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from email.message import EmailMessage
 from typing import Any, TypeVar
 
 from blinker import Namespace
@@ -40,6 +42,18 @@ session_read = _signals.signal("session-read")
 #: Sent with ``user_id``, ``provider``, ``account_id`` and ``reason`` when revoking an
 #: account's tokens at its provider failed (the unlink or deletion went ahead): count it.
 revocation_failed = _signals.signal("revocation-failed")
+#: Sent for every row the audit trail writes (docs/audit.md), once it is committed: with the
+#: request's writes, or on its own for a failure kept when they are discarded, or in its own
+#: transaction (a session's daily extension, a provider token's refresh); never for a row
+#: that is rolled back (a refused sign-in's successes, a savepoint lost to a race). The
+#: sender is the event type, a string (``"signin"``, ``"session.revoked"``; connect with
+#: ``sender=`` for one type); the keyword arguments are the row's columns: ``occurred_at``
+#: (aware, UTC), ``outcome`` ("success" or "failure"), ``error_code`` (None for a success),
+#: ``user_id`` (the user it names, or None), ``subject_hash`` (the keyed hash of the address
+#: or identifier an event names when it names no user, else None), ``provider``, ``ip``,
+#: ``device`` ("Firefox on Linux"), ``request_id`` (None outside a request) and ``detail``
+#: (a dict of short values, or None). None of them holds a secret.
+audit_event = _signals.signal("audit-event")
 
 
 @dataclass(frozen=True)
@@ -69,6 +83,10 @@ class AuthHooks:
     redirect: Callable[..., str] | None = None
     #: ``(user, session) -> dict``: extra fields for the session JSON.
     session: Callable[..., Mapping[str, Any]] | None = None
+    #: ``(message: EmailMessage) -> None``: delivers every message (the sign-in mail, the
+    #: security notices) in place of SMTP or the outbox; any exception it raises is a
+    #: failed delivery. Messages are still composed from the settings (EMAIL_FROM, ...).
+    send_mail: Callable[[EmailMessage], object] | None = None
 
     def authorize_credentials(self, fn: F) -> F:
         self.authorize = fn
@@ -84,6 +102,10 @@ class AuthHooks:
 
     def on_session(self, fn: F) -> F:
         self.session = fn
+        return fn
+
+    def mail_transport(self, fn: F) -> F:
+        self.send_mail = fn
         return fn
 
 

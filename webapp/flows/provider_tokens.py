@@ -159,14 +159,13 @@ def _refresh_once(client: OAuthClient, user_id: int, provider_id: str) -> Provid
         except GrantRefused as exc:
             refused = exc
             _forget_tokens(account)  # dead: committed, so no one tries them again
-            session.execute(
-                trail.event_row(
-                    trail.Event.TOKEN_REFRESHED,
-                    user_id=user_id,
-                    provider=provider_id,
-                    error="RefreshAccessTokenError",
-                )
+            record = trail.event_row(
+                trail.Event.TOKEN_REFRESHED,
+                user_id=user_id,
+                provider=provider_id,
+                error="RefreshAccessTokenError",
             )
+            session.execute(record.insert)
         except ProviderUnavailable as exc:
             log.warning(
                 "refreshing %s token of user %s: %s", provider_id, user_id, logsafe.encode(exc)
@@ -175,11 +174,15 @@ def _refresh_once(client: OAuthClient, user_id: int, provider_id: str) -> Provid
         else:
             for name, value in account_columns(answer).items():
                 setattr(account, name, value)
-            session.execute(
-                trail.event_row(trail.Event.TOKEN_REFRESHED, user_id=user_id, provider=provider_id)
+            record = trail.event_row(
+                trail.Event.TOKEN_REFRESHED, user_id=user_id, provider=provider_id
             )
+            session.execute(record.insert)
             log.info("refreshed %s token of user %s", provider_id, user_id)
-            return _handed_out(account, provider_id)
+            token = _handed_out(account, provider_id)
+    record.announce()
+    if refused is None:
+        return token
     log.warning(
         "%s refused to refresh the token of user %s (%s); tokens cleared",
         provider_id,

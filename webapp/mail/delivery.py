@@ -9,6 +9,11 @@ reply), so a stalled server costs one request that long, never a hung worker.
 With no ``EMAIL_SERVER``, development uses the outbox: each message becomes an ``.eml``
 file in the instance folder (readable by any mail program) and its text is logged, so a
 fresh clone can sign in by e-mail with no mail server.
+
+An application that delivers mail its own way (an HTTP API, a queue) sets the mail
+transport hook (``AuthHooks.send_mail``): every composed message goes there instead, as
+Auth.js's ``sendVerificationRequest`` does. It is looked up at each message, so a hook
+registered after ``create_app`` counts too.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from urllib.parse import unquote, urlsplit
 import jinja2
 
 from webapp.core.clock import utcnow
+from webapp.core.hooks import current_hooks
 from webapp.i18n import current_language, gettext, install_template_gettext
 from webapp.settings import ConfigError, Settings, is_loopback_url
 
@@ -243,7 +249,8 @@ def compose(*, sender: str, to: str, subject: str, text: str, html: str) -> Emai
 
 @dataclass(frozen=True)
 class Mailer:
-    """Renders a named message and hands it to the transport."""
+    """Renders a named message and hands it to the application's mail transport, if it set
+    one, else to the transport the settings name."""
 
     transport: Transport
     templates: MessageTemplates
@@ -252,9 +259,17 @@ class Mailer:
     def send(self, *, to: str, template: str, context: Mapping[str, Any]) -> None:
         """Render ``template`` for ``to`` and deliver it; raise ``DeliveryError``."""
         subject, text, html = self.templates.render(template, context)
-        self.transport.send(
-            compose(sender=self.sender, to=to, subject=subject, text=text, html=html)
-        )
+        message = compose(sender=self.sender, to=to, subject=subject, text=text, html=html)
+        send_mail = current_hooks().send_mail
+        if send_mail is None:
+            self.transport.send(message)
+            return
+        try:
+            send_mail(message)
+        except Exception as exc:
+            # Whatever the application's code raises, the message did not go: the callers
+            # answer and log it as they do an SMTP server's refusal.
+            raise DeliveryError(f"the application's mail transport: {exc!r}") from exc
 
 
 def mailer_from_settings(conf: Settings) -> Mailer:

@@ -127,15 +127,14 @@ def read_session(token: str) -> tuple[AuthSession | None, bool]:
         )
         if extended:
             # The once-a-day extension and its record, in one transaction of their own.
-            write_now(
-                moved,
-                trail.event_row(
-                    trail.Event.SESSION_EXTENDED,
-                    user_id=row.user_id,
-                    provider=row.provider,
-                    detail={"session": row.id},
-                ),
+            record = trail.event_row(
+                trail.Event.SESSION_EXTENDED,
+                user_id=row.user_id,
+                provider=row.provider,
+                detail={"session": row.id},
             )
+            write_now(moved, record.insert)
+            record.announce()
         else:
             write_now(moved)
     user = AuthUser(id=row.user_id, name=row.name, email=row.email, image=row.image)

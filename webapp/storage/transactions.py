@@ -68,7 +68,8 @@ def write_regardless(write: Callable[[], object]) -> None:
 
 def discard() -> None:
     """Roll back this request's writes and forget what was queued for after the commit;
-    then write (and commit) what was queued with ``write_regardless``.
+    then write (and commit) what was queued with ``write_regardless``, and run what those
+    writes queued for after their commit.
 
     A database error on that last write is logged and goes no further: the answer that
     follows a refusal matters more than the refusal's record.
@@ -81,8 +82,11 @@ def discard() -> None:
         _write_regardless()
         db.session.commit()
     except DBAPIError as exc:
+        g.pop("on_commit", None)
         db.session.rollback()
         log.warning("a refusal was not recorded: %s", logsafe.encode(exc.orig))
+        return
+    _run_queued()
 
 
 def commit() -> None:
