@@ -51,6 +51,8 @@ class LazySession(SessionMixin):
         self._data: dict[str, Any] = {}
         self.modified = False
         self.accessed = False
+        #: Values for this request only (``for_this_request``), never in the cookie.
+        self._request_only: dict[str, Any] = {}
 
     def _read(self) -> dict[str, Any]:
         self.accessed = True
@@ -63,14 +65,24 @@ class LazySession(SessionMixin):
         self.modified = True
         return data
 
+    def for_this_request(self, key: str, value: Any) -> None:
+        """Give ``key`` a value that this request reads and the cookie never keeps (nor
+        reads it for): Flask-Login's ``_fresh``, worked out from the database session."""
+        self._request_only[key] = value
+
     def __getitem__(self, key: str) -> Any:
+        if key in self._request_only:
+            return self._request_only[key]
         return self._read()[key]
 
     def __setitem__(self, key: str, value: Any) -> None:
         self._write()[key] = value
 
     def __delitem__(self, key: str) -> None:
-        del self._write()[key]
+        if key in self._request_only:
+            del self._request_only[key]
+        else:
+            del self._write()[key]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._read())
@@ -79,7 +91,7 @@ class LazySession(SessionMixin):
         return len(self._read())
 
     def __contains__(self, key: object) -> bool:
-        return key in self._read()
+        return key in self._request_only or key in self._read()
 
     def clear(self) -> None:
         self._write().clear()

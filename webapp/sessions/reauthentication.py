@@ -9,6 +9,7 @@ otherwise the person confirms it is them by signing in again with a method alrea
 
 from __future__ import annotations
 
+from datetime import timedelta
 from urllib.parse import urlencode
 
 from webapp.core.clock import utcnow
@@ -19,10 +20,11 @@ from webapp.settings import current_settings
 CONFIRM_PATH = "/account/confirm"
 
 
-def is_recent(session: AuthSession) -> bool:
-    """Whether the person proved who they are in ``session`` within the window (its sign-in,
-    or a later confirmation with a second factor)."""
-    return utcnow() - session.authenticated_at <= current_settings().account_reauth_window
+def is_recent(session: AuthSession, max_age: timedelta | None = None) -> bool:
+    """Whether the person proved who they are in ``session`` (its sign-in, or a later
+    confirmation with a second factor) within ``max_age``, by default AUTH_REAUTH_MAX_AGE."""
+    window = current_settings().account_reauth_window if max_age is None else max_age
+    return utcnow() - session.authenticated_at <= window
 
 
 def window_minutes() -> int:

@@ -223,6 +223,10 @@ class Settings:
     notice_other_sessions: bool = True
     #: The account was deleted (to the address it had):
     notice_account_deleted: bool = True
+    #: The application's own pages in place of ours (Auth.js's ``pages``; AUTH_PAGES_*), by
+    #: the route each replaces (``signin``, ``signout``, ``error``, ``verify-request``): a
+    #: path on this site, with its query if it has one.
+    custom_pages: Mapping[str, str] = field(default_factory=dict)
     #: The pages' language when neither the person's choice nor their browser's names a
     #: shipped one (AUTH_DEFAULT_LOCALE; ``webapp.i18n`` checks it against the catalogues).
     default_locale: str = "en"

@@ -1,6 +1,8 @@
-"""How the pages present the product: its name, logo and colour, and their default language.
+"""How the pages present the product (its name, logo and colour, and their default
+language), and which of them the application replaces with its own (Auth.js's ``pages``).
 
-The brand may also be a TOML table (``[auth.brand]``); the environment wins key by key.
+The brand and the pages may also be TOML tables (``[auth.brand]``, ``[auth.pages]``); the
+environment wins key by key.
 """
 
 from __future__ import annotations
@@ -8,17 +10,29 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from webapp.settings.model import Brand, ConfigError, Settings
 from webapp.settings.parsers import opt_str
 from webapp.settings.sources import Sources
 
+#: The pages an application may replace: the setting, its ``[auth.pages]`` key (Auth.js's
+#: name) and the route of ours it replaces.
+CUSTOM_PAGES = (
+    ("AUTH_PAGES_SIGNIN", "signIn", "signin"),
+    ("AUTH_PAGES_SIGNOUT", "signOut", "signout"),
+    ("AUTH_PAGES_ERROR", "error", "error"),
+    ("AUTH_PAGES_VERIFY_REQUEST", "verifyRequest", "verify-request"),
+)
+#: What no page address holds: white space, control characters, backslashes (browsers
+#: read them as ``/``) and a fragment (the query parameters we add must stay in the query).
+_NOT_IN_ADDRESS = re.compile(r"[\x00-\x20\x7f\\#]")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
 
 def read_pages(sources: Sources) -> dict[str, Any]:
     get = sources.get
-    brand_table = sources.auth.get("brand", {})
-    if not isinstance(brand_table, Mapping):
-        raise ConfigError("[auth.brand] must be a table")
+    brand_table = _table(sources, "brand")
     brand = Brand(
         name=str(get("AUTH_BRAND_NAME") or brand_table.get("name") or Brand.name),
         logo=opt_str(get("AUTH_BRAND_LOGO") or brand_table.get("logo")),
@@ -33,3 +47,54 @@ def read_pages(sources: Sources) -> dict[str, Any]:
         "default_locale": opt_str(get("AUTH_DEFAULT_LOCALE", "default_locale"))
         or Settings.default_locale,
     }
+
+
+def _table(sources: Sources, name: str) -> Mapping[str, Any]:
+    table = sources.auth.get(name, {})
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"[auth.{name}] must be a table")
+    return table
+
+
+def read_custom_pages(sources: Sources, auth_url: str) -> dict[str, Any]:
+    """The application's own pages, each a path on this site (``custom_pages``)."""
+    table = _table(sources, "pages")
+    known = [key for _, key, _ in CUSTOM_PAGES]
+    for key in table:
+        if key not in known:
+            raise ConfigError(f"[auth.pages] has no key {key!r}; it takes {', '.join(known)}")
+    pages: dict[str, str] = {}
+    for name, key, route in CUSTOM_PAGES:
+        value = opt_str(sources.get(name) or table.get(key))
+        if value is not None:
+            pages[route] = _site_path(f"{name} ([auth.pages] {key})", value, auth_url)
+    return {"custom_pages": pages}
+
+
+def _site_path(name: str, value: str, auth_url: str) -> str:
+    """The path and query of a page given as a path on this site or as an absolute URL on
+    AUTH_URL's origin; anything else stops start-up naming the setting."""
+    if not _NOT_IN_ADDRESS.search(value):
+        if value.startswith("/") and not value.startswith("//"):
+            return value
+        if _origin(value) == _origin(auth_url):  # AUTH_URL's is never None
+            parts = urlsplit(value)
+            return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    site = urlsplit(auth_url)
+    raise ConfigError(
+        f"{name} must be a path on this site (/login) or an absolute URL on AUTH_URL's "
+        f"origin ({site.scheme}://{site.netloc}/login); got {value!r}"
+    )
+
+
+def _origin(url: str) -> tuple[str, str, int] | None:
+    """``(scheme, host, port)`` of an http(s) URL without user information, else None."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:  # a port that is not a number, a broken IPv6 address
+        return None
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS or not parts.hostname or "@" in parts.netloc:
+        return None
+    return scheme, parts.hostname, port or _DEFAULT_PORTS[scheme]

@@ -63,6 +63,8 @@ from webapp.web.signin.outcome import Outcome, Page, Redirect
 log = logging.getLogger(__name__)
 
 bp = Blueprint("auth", __name__)
+# The templates' links to the pages an application may replace (``auth_page_url("signin")``).
+bp.add_app_template_global(urls.page_path, "auth_page_url")
 
 
 @bp.after_request
@@ -133,7 +135,7 @@ def signin_page() -> str:
 def signin_submit(provider_id: str) -> Response:
     provider = providers().get(provider_id)
     if provider is None:
-        return send_to(urls.auth_url("signin", error="Signin", callbackUrl=callback_url_param()))
+        return send_to(urls.page_url("signin", error="Signin", callbackUrl=callback_url_param()))
     outcome = signin.adapter_for(provider).signin(
         provider, form=request.form, query=request.args, callback_url=callback_url_param()
     )
@@ -145,7 +147,7 @@ def signin_submit(provider_id: str) -> Response:
 def callback(provider_id: str) -> Response:
     provider = providers().get(provider_id)
     if provider is None:
-        return send_to(urls.auth_url("error", error="Signin"))
+        return send_to(urls.page_url("error", error="Signin"))
     if request.method == "POST" and provider.callback_needs_csrf:
         csrf.protect()
     outcome = signin.adapter_for(provider).callback(
@@ -314,7 +316,7 @@ def verify_request_page() -> str:
 def error_page() -> Response | tuple[str, int]:
     code = known_code(request.args.get("error"))
     if code in SIGNIN_CODES:
-        return redirect(urls.auth_url("signin", error=code, callbackUrl=callback_url_param()))
+        return redirect(urls.page_url("signin", error=code, callbackUrl=callback_url_param()))
     return render_error_page(code), error_page_code(code).status
 
 

@@ -24,7 +24,8 @@ from webapp.errors import SIGNIN_CODES, AccountError, AuthError, code_for
 from webapp.flows.bearer import InvalidBearerToken
 from webapp.providers import providers
 from webapp.sessions import reauthentication
-from webapp.sessions.store import treat_as_signed_out
+from webapp.sessions.store import current_session, treat_as_signed_out
+from webapp.settings import current_settings
 from webapp.storage import transactions
 from webapp.telemetry import logsafe
 from webapp.telemetry.logs import current_request_id
@@ -78,7 +79,7 @@ def _error_body(error: str) -> dict[str, Any]:
     body: dict[str, Any] = {"error": error, "requestId": current_request_id()}
     if follows_urls():
         # A code-like name in the URL ("Not Found" → "NotFound").
-        body["url"] = urls.auth_url("error", error="".join(error.split()))
+        body["url"] = urls.page_url("error", error="".join(error.split()))
     return body
 
 
@@ -108,10 +109,12 @@ def _signin_failed(exc: AuthError) -> Response:
     # @auth/core names the credentials failure's kind in ``code`` (its clients return it).
     kind = "credentials" if exc.code == "CredentialsSignin" else None
     # A browser goes through the error route, which sends sign-in codes on to the sign-in
-    # page; a script is given that page at once, as @auth/core does.
-    page = "signin" if follows_urls() and exc.code in SIGNIN_CODES else "error"
+    # page; a script is given that page at once, as @auth/core does, and so is a browser
+    # when the error page is the application's own (it would not send them on).
+    at_once = follows_urls() or "error" in current_settings().custom_pages
+    page: urls.Page = "signin" if at_once and exc.code in SIGNIN_CODES else "error"
     response = send_to(
-        urls.auth_url(page, error=exc.code, code=kind, callbackUrl=callback_url_param())
+        urls.page_url(page, error=exc.code, code=kind, callbackUrl=callback_url_param())
     )
     if kind and json_field_sent():
         # next-auth v4's server answers its client's ``json=true`` with 401 here, and
@@ -142,6 +145,19 @@ def _account_refused(exc: AccountError) -> tuple[Response | str, int]:
     return response, status
 
 
+def recent_signin_needed() -> Response | tuple[Response, int]:
+    """Answer a caller whose sign-in is not recent enough for this request: a browser goes
+    to confirm it is them and is brought back to this request's URL; a script, or a bearer
+    token's caller (it has no session to confirm), gets 403 naming that page, as the
+    account API answers."""
+    confirm = urls.origin() + reauthentication.confirm_url(request.full_path.rstrip("?"))
+    if expects_json() or current_session() is None:
+        code = "RecentSignInRequired"
+        body = {"error": code, "message": code_for(code).texts()["message"], "confirmUrl": confirm}
+        return jsonify(body), 403
+    return redirect(confirm)
+
+
 def _bearer_refused(exc: InvalidBearerToken) -> tuple[Response, int, dict[str, str]]:
     """A bearer token we do not accept (RFC 6750 §3.1); its caller is a script."""
     transactions.discard()
@@ -162,10 +178,10 @@ def _csrf_failed(exc: CSRFError) -> Response | tuple[Response, int]:
     )
     if follows_urls():
         # As @auth/core answers: the sign-in page with the error, to follow or to read.
-        return jsonify({"url": urls.auth_url("signin", error="MissingCSRF")})
+        return jsonify({"url": urls.page_url("signin", error="MissingCSRF")})
     if expects_json():
         return jsonify({"error": "MissingCSRF"}), 400
-    return redirect(urls.auth_url("signin", error="MissingCSRF"))
+    return redirect(urls.page_url("signin", error="MissingCSRF"))
 
 
 def _http_error(exc: HTTPException) -> Response:

@@ -4,14 +4,18 @@
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
 import flask_login
 from flask import Flask, current_app, g, request, session
 from flask_wtf import csrf as wtf_csrf
 
-from webapp.browser_state.flask_session import KeyedOnceSerializer
+from webapp.browser_state.flask_session import KeyedOnceSerializer, LazySession
 from webapp.core.hosts import is_own_origin
+from webapp.sessions import reauthentication
+from webapp.sessions.store import current_session
 from webapp.settings import current_settings
+from webapp.web.error_answers import recent_signin_needed
 
 
 class CSRFProtect(wtf_csrf.CSRFProtect):
@@ -64,12 +68,31 @@ def _csrf_serializer(app: Flask) -> KeyedOnceSerializer:
 
 class LoginManager(flask_login.LoginManager):
     """Flask-Login, without its remember-me cookie: sessions live in the database, and
-    refreshing that cookie after every request read Flask's session on every request."""
+    refreshing that cookie after every request read Flask's session on every request.
+
+    A login is fresh (``fresh_login_required``) when its sign-in, or a later confirmation,
+    is recent by the account area's rule (AUTH_REAUTH_MAX_AGE); one that is not is sent to
+    the confirmation page (``needs_refresh``), as ``recent_signin_required`` does.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.needs_refresh_callback = recent_signin_needed
 
     def init_app(self, app: Flask, add_context_processor: bool = True) -> None:
         app.login_manager = self  # type: ignore[attr-defined]
         if add_context_processor:
             app.context_processor(flask_login.utils._user_context_processor)
+        flask_login.user_loaded_from_request.connect(_mark_freshness, app)
+
+
+def _mark_freshness(_app: Flask, **_user: Any) -> None:
+    """Make Flask-Login's ``login_fresh()`` true for this request when its browser session
+    is recent; the cookie never keeps it (a bearer token's caller is never fresh)."""
+    auth_session = current_session()
+    if auth_session is not None and reauthentication.is_recent(auth_session):
+        assert isinstance(session, LazySession)  # create_app's session interface
+        session.for_this_request("_fresh", True)
 
 
 login_manager = LoginManager()

@@ -77,7 +77,7 @@ def start_email_signin(
     except InvalidAddress as exc:
         trail.record(trail.Event.EMAIL_REQUESTED, provider=provider_id, error="EmailSignin")
         raise AuthError("EmailSignin", f"invalid address: {exc}") from None
-    answer = urls.auth_url("verify-request", provider=provider_id, type="email")
+    answer = urls.page_url("verify-request", provider=provider_id, type="email")
     if _throttled(address, ip, provider_id):
         return answer
 
