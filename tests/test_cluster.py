@@ -124,7 +124,7 @@ def test_instances_started_together_migrated_the_schema_once(cluster: Cluster) -
     steps = len(list(ScriptDirectory(str(MIGRATIONS_DIR)).walk_revisions()))
     assert logs[migrated[0]].count("Running upgrade") == steps
     head = ScriptDirectory(str(MIGRATIONS_DIR)).get_current_head()
-    assert cluster.rows("SELECT version_num FROM alembic_version")[0][0] == head
+    assert cluster.rows("SELECT version_num FROM auth_alembic_version")[0][0] == head
     for url in cluster.instances.values():
         assert requests.get(f"{url}/readyz", timeout=5).status_code == 200
 

@@ -78,7 +78,9 @@ def test_processes_started_together_migrate_a_new_database_once(new_database: st
     assert not any("Running upgrade" in out for out in others)
     assert all("another instance is migrating the schema: waiting for it" in o for o in outputs)
     with sa.create_engine(new_database, poolclass=sa.pool.NullPool).connect() as conn:
-        assert conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar() == HEAD
+        assert (
+            conn.execute(sa.text("SELECT version_num FROM auth_alembic_version")).scalar() == HEAD
+        )
 
 
 def test_behind_a_pooler_the_migrations_run_on_the_direct_url(new_database: str) -> None:

@@ -8,12 +8,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from flask import url_for
-
 from webapp.oauth.client import OAuthClient
 from webapp.oauth.config import OAuthConfig, parse_config
 from webapp.providers.base import Provider
 from webapp.settings import Settings
+from webapp.ui.assets import static_url
 
 
 class OAuthProvider(Provider):
@@ -33,7 +32,7 @@ class OAuthProvider(Provider):
         logo = self.config.logo
         if logo is None:
             return None
-        return logo if logo.startswith("/") else url_for("static", filename=logo)
+        return logo if logo.startswith("/") else static_url(logo)
 
 
 def build(entry: Mapping[str, Any], conf: Settings) -> Provider:

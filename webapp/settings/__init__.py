@@ -1,6 +1,7 @@
-"""Typed settings: read once at start-up from the environment and the optional TOML file.
+"""Typed settings: read once at start-up from the environment and the optional TOML file
+(``load_settings``), or from a Flask app's config (``Sources.of_app``, then ``settings_from``).
 
-``load_settings`` reads each section of settings with its own reader (``core``,
+``settings_from`` reads each section of settings with its own reader (``core``,
 ``database``, ``providers``, ``pages``, ``passkeys``, ``email``, ``audit``, ``sessions``)
 and puts them together in one frozen ``Settings`` (``model``). A bad setting stops start-up
 with a ``ConfigError`` whose message names the setting or provider at fault; secrets never
@@ -34,11 +35,11 @@ from webapp.settings.model import (
     current_settings,
     install,
 )
-from webapp.settings.pages import read_pages
+from webapp.settings.pages import read_custom_pages, read_pages
 from webapp.settings.passkeys import read_passkeys
 from webapp.settings.providers import read_provider_bounds, read_providers
 from webapp.settings.sessions import read_sessions
-from webapp.settings.sources import Sources
+from webapp.settings.sources import Sources, process_environment
 
 if TYPE_CHECKING:
     from webapp.settings.dev_server import DevServer
@@ -54,7 +55,10 @@ __all__ = [
     "install",
     "is_ip_address",
     "is_loopback_url",
+    "Sources",
     "load_settings",
+    "process_environment",
+    "settings_from",
 ]
 
 
@@ -72,7 +76,19 @@ def load_settings(
     where ``flask run`` serves (``webapp.settings.dev_server.dev_server()``); in development without
     AUTH_URL, the site's address is taken from it.
     """
-    sources = Sources.read(environ, overrides)
+    return settings_from(
+        Sources.read(environ, overrides), instance_path=instance_path, served=served
+    )
+
+
+def settings_from(
+    sources: Sources,
+    *,
+    instance_path: str | os.PathLike[str] = "instance",
+    served: DevServer | None = None,
+) -> Settings:
+    """Build the settings from ``sources``; ``instance_path`` and ``served`` as for
+    ``load_settings``."""
     instance = Path(instance_path)
     env = read_environment(sources)
     development = env == "development"
@@ -95,6 +111,7 @@ def load_settings(
         **database,
         **providers,
         **pages,
+        **read_custom_pages(sources, auth_url),
         **passkeys,
         **bounds,
         **email,

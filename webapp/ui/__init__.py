@@ -10,6 +10,6 @@ from webapp.ui import assets, csp, row_urls
 
 def init_app(app: Flask, conf: Settings) -> None:
     """Load the asset manifest, add the asset and row URL helpers and the security headers."""
-    assets.init_app(app)
+    assets.init_app(app, conf)
     row_urls.init_app(app)
     csp.init_app(app, conf)

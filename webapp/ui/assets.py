@@ -1,4 +1,11 @@
-"""Built front-end assets: the esbuild manifest, ``asset_url`` for templates, brand.css.
+"""Built front-end assets: the esbuild manifest, ``asset_url`` and ``static_url`` for
+templates, brand.css; and where an app finds our templates and static files.
+
+An app whose own folders are ours (the standalone app) serves them as its own: ``/static``.
+Any other app (an application that adds the facility) keeps its own, searched first, so
+that its ``templates/auth/signin.html`` replaces ours; ours come after them, through the
+blueprint ``auth_ui``, whose static files are served under AUTH_URL's path
+(``/auth/static/…``).
 
 ``ui-src/build.mjs`` writes content-hashed bundles and ``manifest.json`` into
 ``webapp/static/dist``; the manifest is read once at start-up. Hashed files never change,
@@ -9,16 +16,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
 from flask import Blueprint, Flask, Response, current_app, request, url_for
 
-from webapp.settings import current_settings
+from webapp.settings import Settings, current_settings
 
-DIST_DIR = Path(__file__).resolve().parent.parent / "static" / "dist"
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
+STATIC_DIR = PACKAGE_DIR / "static"
+TEMPLATES_DIR = PACKAGE_DIR / "templates"
+DIST_DIR = STATIC_DIR / "dist"
 MANIFEST = DIST_DIR / "manifest.json"
 IMMUTABLE = "public, max-age=31536000, immutable"
+#: Where the app keeps the endpoint that serves our static files (``app.extensions``).
+STATIC_ENDPOINT_KEY = "webapp.static_endpoint"
 
 bp = Blueprint("assets", __name__)
 
@@ -42,9 +55,14 @@ def asset_url(name: str) -> str:
     """Return the URL of the built asset ``name`` (e.g. ``chooser``), hashed file name."""
     manifest: dict[str, str] = current_app.extensions["webapp.assets"]
     try:
-        return url_for("static", filename=f"dist/{manifest[name]}")
+        return static_url(f"dist/{manifest[name]}")
     except KeyError:
         raise AssetError(f"no asset {name!r} in the manifest: run `npm run build:assets`") from None
+
+
+def static_url(filename: str) -> str:
+    """Return the URL of our static file ``filename`` (e.g. ``css/app.css``)."""
+    return url_for(current_app.extensions[STATIC_ENDPOINT_KEY], filename=filename)
 
 
 @bp.get("/brand.css")
@@ -78,9 +96,32 @@ def _serve_static(send_static_file: Callable[[str], Response]) -> Callable[[str]
     return static
 
 
-def init_app(app: Flask) -> None:
+def init_app(app: Flask, conf: Settings) -> None:
     app.extensions["webapp.assets"] = load_manifest()
     app.register_blueprint(bp, url_prefix="/assets")
     app.add_template_global(asset_url)
+    app.add_template_global(static_url)
     app.add_template_global(brand_css_url)
-    app.view_functions["static"] = _serve_static(app.send_static_file)
+    own_static = _folder(app.root_path, app.static_folder) == STATIC_DIR
+    own_templates = _folder(app.root_path, app.template_folder) == TEMPLATES_DIR
+    served_by: Flask | Blueprint = app
+    endpoint = "static"
+    if not (own_static and own_templates):
+        ui = Blueprint(
+            "auth_ui",
+            __name__,
+            static_folder=None if own_static else STATIC_DIR,
+            # Under the auth routes' path; at the root they would take the app's /static.
+            static_url_path=f"{conf.base_path}/static" if conf.base_path else "/auth-static",
+            template_folder=None if own_templates else TEMPLATES_DIR,
+        )
+        app.register_blueprint(ui)
+        if not own_static:
+            served_by, endpoint = ui, "auth_ui.static"
+    app.extensions[STATIC_ENDPOINT_KEY] = endpoint
+    app.view_functions[endpoint] = _serve_static(served_by.send_static_file)
+
+
+def _folder(root: str, folder: str | os.PathLike[str] | None) -> Path | None:
+    """``folder`` (relative to ``root``) as an absolute path, or None."""
+    return None if folder is None else (Path(root) / folder).resolve()
