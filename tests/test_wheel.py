@@ -2,7 +2,8 @@
 virtualenv outside it with every dependency pinned and hash-checked by requirements.lock,
 then run from an empty folder (so nothing can be imported from the checkout): it tells its
 version without any settings, migrates a new database, serves, and signs a person in by
-e-mail through a real SMTP server."""
+e-mail through a real SMTP server; so does a host application (examples/host) that adds
+the installed package with ``Auth(app)``."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import time
 import tomllib
 import zipfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -156,33 +158,25 @@ def test_the_installed_package_tells_its_version_without_settings(
     assert printed == f"{PROJECT['name']} {PROJECT['version']}\n"
 
 
-@pytest.fixture
-def served(installed: Installed, tmp_path: Path, mailbox: Mailbox) -> Iterator[str]:
-    """The installed app, its new SQLite database migrated, served by granian on loopback
-    from an empty folder, sending mail to ``mailbox``; yields its address."""
+@contextmanager
+def serving(
+    installed: Installed, folder: Path, app: str, wsgi: str, **settings: str
+) -> Iterator[str]:
+    """Migrate a new database with ``flask --app <app> auth migrate``, then serve ``wsgi``
+    with granian on loopback from ``folder`` in production mode; yield its address."""
     port = free_port()
-    folder = tmp_path / "site"
-    folder.mkdir()
     env = environment(
         installed,
         APP_ENV="production",
         AUTH_SECRET=TEST_SECRET,
         AUTH_URL=f"http://127.0.0.1:{port}/auth",
-        DATABASE_URL=f"sqlite:///{tmp_path / 'site.sqlite3'}",
-        EMAIL_SERVER=mailbox.url(),
+        DATABASE_URL=f"sqlite:///{folder / 'site.sqlite3'}",
+        **settings,
     )
-    migrated = run(
-        installed.command("flask"),
-        "--app",
-        "webapp:create_app",
-        "auth",
-        "migrate",
-        cwd=folder,
-        env=env,
-    )
+    migrated = run(installed.command("flask"), "--app", app, "auth", "migrate", cwd=folder, env=env)
     assert migrated.startswith("migrated the schema from empty to "), migrated
 
-    log = tmp_path / "server.log"
+    log = folder / "server.log"
     with log.open("wb") as output:
         server = subprocess.Popen(
             [
@@ -195,7 +189,7 @@ def served(installed: Installed, tmp_path: Path, mailbox: Mailbox) -> Iterator[s
                 "127.0.0.1",
                 "--port",
                 str(port),
-                "webapp.wsgi:app",
+                wsgi,
             ],
             cwd=folder,
             env=env,
@@ -211,29 +205,68 @@ def served(installed: Installed, tmp_path: Path, mailbox: Mailbox) -> Iterator[s
         server.wait(timeout=30)
 
 
+def sign_in_by_email(browser: requests.Session, url: str, mailbox: Mailbox, address: str) -> None:
+    """Ask for a sign-in link at ``url``, then follow it and confirm, as a person does."""
+    token = browser.get(f"{url}/auth/csrf", timeout=10).json()["csrfToken"]
+    asked = browser.post(
+        f"{url}/auth/signin/email",
+        data={"csrfToken": token, "email": address},
+        allow_redirects=False,
+        timeout=10,
+    )
+    assert asked.status_code == 302
+    assert "/auth/verify-request" in asked.headers["Location"]
+    # Sent before the answer: the app delivers the message within the request.
+    link = urlsplit(link_of(mailbox.last()))
+
+    page = browser.get(f"{url}{link.path}?{link.query}", timeout=10)
+    assert page.status_code == 200
+    form = dict(re.findall(r'name="(\w+)" value="([^"]*)"', page.text))
+    signed_in = browser.post(f"{url}{link.path}", data=form, allow_redirects=False, timeout=10)
+    assert signed_in.status_code == 302, signed_in.text
+
+
 def test_the_installed_app_migrates_serves_and_signs_in_by_email(
-    served: str, mailbox: Mailbox
+    installed: Installed, tmp_path: Path, mailbox: Mailbox
 ) -> None:
-    with requests.Session() as browser:
-        token = browser.get(f"{served}/auth/csrf", timeout=10).json()["csrfToken"]
-        asked = browser.post(
-            f"{served}/auth/signin/email",
-            data={"csrfToken": token, "email": "ann@example.com"},
-            allow_redirects=False,
-            timeout=10,
-        )
-        assert asked.status_code == 302
-        assert "/auth/verify-request" in asked.headers["Location"]
-        # Sent before the answer: the app delivers the message within the request.
-        link = urlsplit(link_of(mailbox.last()))
-
-        page = browser.get(f"{served}{link.path}?{link.query}", timeout=10)
-        assert page.status_code == 200
-        form = dict(re.findall(r'name="(\w+)" value="([^"]*)"', page.text))
-        signed_in = browser.post(
-            f"{served}{link.path}", data=form, allow_redirects=False, timeout=10
-        )
-        assert signed_in.status_code == 302, signed_in.text
-
-        session = browser.get(f"{served}/auth/session", timeout=10).json()
+    folder = tmp_path / "site"
+    folder.mkdir()
+    with (
+        serving(
+            installed, folder, "webapp:create_app", "webapp.wsgi:app", EMAIL_SERVER=mailbox.url()
+        ) as url,
+        requests.Session() as browser,
+    ):
+        sign_in_by_email(browser, url, mailbox, "ann@example.com")
+        session = browser.get(f"{url}/auth/session", timeout=10).json()
     assert session["user"]["email"] == "ann@example.com"
+
+
+def test_a_host_app_adds_the_installed_package(
+    installed: Installed, tmp_path: Path, mailbox: Mailbox
+) -> None:
+    """examples/host, copied into an empty folder: its own pages and sign-in page, ours
+    under /auth, one Auth(app) line, with the installed package."""
+    folder = tmp_path / "host"
+    shutil.copytree(ROOT / "examples" / "host", folder, ignore=shutil.ignore_patterns("instance"))
+    with (
+        serving(
+            installed,
+            folder,
+            "app.py",
+            "app:app",
+            EMAIL_SERVER=mailbox.url(),
+            EMAIL_FROM="Example host <auth@example.com>",
+        ) as url,
+        requests.Session() as browser,
+    ):
+        refused = browser.get(f"{url}/reports", allow_redirects=False, timeout=10)
+        assert refused.status_code == 302
+        assert "/auth/signin?" in refused.headers["Location"]
+        signin = browser.get(f"{url}/auth/signin", timeout=10).text
+        assert "Welcome back to the example host" in signin  # the host's own template
+
+        sign_in_by_email(browser, url, mailbox, "host.person@example.com")
+        reports = browser.get(f"{url}/reports", timeout=10)
+    assert reports.status_code == 200
+    assert "Reports for host.person@example.com" in reports.text
