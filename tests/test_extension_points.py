@@ -1,6 +1,7 @@
 """What an embedding application plugs in beside the hooks: the ``audit_event`` signal, told
 of every row of the audit trail once it is committed and never of one rolled back, and its
-own mail transport (``AuthHooks.mail_transport``) in place of SMTP or the outbox."""
+own mail transport (``AuthHooks.mail_transport``) in place of SMTP or the outbox, which,
+set at start-up, also stands in for EMAIL_SERVER."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import datetime
 from email.message import EmailMessage
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,13 +20,15 @@ from flask import Flask
 from webapp.audit import trail
 from webapp.audit.trail import Event
 from webapp.core.hooks import AuthHooks, audit_event, current_hooks
+from webapp.settings import ConfigError, current_settings
 from webapp.storage import transactions
 from webapp.storage.db import db
 from webapp.storage.models import AuthEvent, VerificationToken
 
 from .support.audit import PASSWORDS, csrf_post, sign_in, user_id
 from .support.every_event import drive_every_event
-from .support.mail import EmailActions, Mailbox, code_of, link_of
+from .support.mail import SMTP_PASSWORD, SMTP_USER, EmailActions, Mailbox, code_of, link_of
+from .support.oauth import write_providers_toml
 from .support.rows import row_count
 from .support.signin import demo_sign_in
 
@@ -42,6 +46,9 @@ COLUMNS = (
     "detail",
 )
 OTHERS_SIGNED_OUT = "Your other Webapp sessions were signed out"
+SIGN_IN = "Sign in to Webapp"
+NOTICES = ("new_device", "methods", "other_sessions", "account_deleted")
+MAGIC_PROVIDER = {"id": "magic", "type": "email", "name": "Magic link"}
 
 
 # -- audit_event ---------------------------------------------------------------------------
@@ -273,3 +280,134 @@ def test_a_notice_the_transport_cannot_deliver_is_logged_as_an_smtp_refusal(
         "the application's mail transport: ConnectionError('the mail API answered 503')"
     ]
     assert not any(PASSWORDS["ann@example.com"] in line for line in lines)
+
+
+# -- the application's transport in place of EMAIL_SERVER ----------------------------------
+
+
+def transport_hooks() -> tuple[AuthHooks, list[EmailMessage]]:
+    """Hooks with a mail transport set before ``create_app``, and the messages it is handed."""
+    hooks, handed = AuthHooks(), list[EmailMessage]()
+    hooks.mail_transport(handed.append)
+    return hooks, handed
+
+
+def notices_on(app: Flask) -> list[bool]:
+    with app.app_context():
+        conf = current_settings()
+        return [getattr(conf, f"notice_{name}") for name in NOTICES]
+
+
+def delivery_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "webapp.mail.delivery" and r.getMessage().startswith("mail: ")
+    ]
+
+
+def test_a_transport_set_at_start_up_stands_in_for_email_server_in_production(
+    make_app: Callable[..., Flask], caplog: pytest.LogCaptureFixture
+) -> None:
+    hooks, handed = transport_hooks()
+    with caplog.at_level(logging.INFO, logger="webapp.mail.delivery"):
+        app = make_app(APP_ENV="production", hooks=hooks)
+    assert delivery_lines(caplog) == ["mail: the application's transport"]
+    assert list(app.test_client().get("/auth/providers").json) == ["email"]
+    assert notices_on(app) == [True, True, True, True]
+
+    by_link, by_code = EmailActions(app.test_client()), EmailActions(app.test_client())
+    by_link.request_link("ann@example.com")
+    assert by_link.confirm(link_of(handed[-1])).status_code == 302
+    assert by_link.session_email() == "ann@example.com"
+    by_code.request_link("ann@example.com")
+    assert by_code.enter_code(code_of(handed[-1])).status_code == 302
+    assert by_code.session_email() == "ann@example.com"
+    assert csrf_post(by_link.client, "/account/sessions/end-others").status_code == 303
+    assert [(m["To"], m["Subject"]) for m in handed] == [
+        ("ann@example.com", SIGN_IN),
+        ("ann@example.com", SIGN_IN),
+        ("ann@example.com", OTHERS_SIGNED_OUT),
+    ]
+    assert by_code.session_email() is None
+
+
+def test_without_a_transport_production_without_email_server_mails_nothing(
+    make_app: Callable[..., Flask], caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="webapp.mail.delivery"):
+        app = make_app(APP_ENV="production")
+    assert delivery_lines(caplog) == [
+        "mail: none (no EMAIL_SERVER): e-mail sign-in and security notices are off"
+    ]
+    assert notices_on(app) == [False, False, False, False]
+    # A transport registered after start-up turns on nothing start-up left off.
+    with own_transport(app) as handed:
+        assert "email" not in app.test_client().get("/auth/providers").json
+        refused = EmailActions(app.test_client()).request_link("ann@example.com")
+    assert refused.headers["Location"] == "http://localhost/auth/signin?error=Signin"
+    assert handed == []
+    with pytest.raises(ConfigError, match="AUTH_NOTICE_METHODS needs EMAIL_SERVER"):
+        make_app(APP_ENV="production", AUTH_NOTICE_METHODS="true")
+
+
+def test_a_declared_email_provider_starts_on_the_applications_transport_alone(
+    make_app: Callable[..., Flask], tmp_path: Path
+) -> None:
+    config = tmp_path / "auth.toml"
+    write_providers_toml(config, [MAGIC_PROVIDER])
+    hooks, handed = transport_hooks()
+    app = make_app(APP_ENV="production", AUTH_CONFIG=str(config), hooks=hooks)
+    assert list(app.test_client().get("/auth/providers").json) == ["magic"]
+    magic = EmailActions(app.test_client(), provider="magic")
+    magic.request_link("ann@example.com")
+    assert "/auth/callback/magic?token=" in link_of(handed[-1])
+    assert magic.confirm(link_of(handed[-1])).status_code == 302
+    assert magic.session_email() == "ann@example.com"
+
+    with pytest.raises(
+        ConfigError,
+        match="^provider 'magic': EMAIL_SERVER is required for e-mail sign-in outside development",
+    ):
+        make_app(APP_ENV="production", AUTH_CONFIG=str(config))
+
+
+def test_with_email_server_too_the_transport_wins_and_email_server_is_still_checked(
+    make_app: Callable[..., Flask], mailbox: Mailbox, caplog: pytest.LogCaptureFixture
+) -> None:
+    hooks, handed = transport_hooks()
+    with caplog.at_level(logging.INFO, logger="webapp.mail.delivery"):
+        app = make_app(APP_ENV="production", EMAIL_SERVER=mailbox.url(login=True), hooks=hooks)
+    assert delivery_lines(caplog) == [
+        "mail: the application's transport (EMAIL_SERVER is set, and unused)"
+    ]
+    EmailActions(app.test_client()).request_link("ann@example.com")
+    assert [m["To"] for m in handed] == ["ann@example.com"]
+    assert mailbox.messages == []
+    with pytest.raises(ConfigError, match="^EMAIL_SERVER must start with smtp://"):
+        make_app(APP_ENV="production", EMAIL_SERVER="https://mail.example.com", hooks=hooks)
+
+
+def test_the_start_up_log_names_the_smtp_server_and_no_secret(
+    make_app: Callable[..., Flask], mailbox: Mailbox, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="webapp.mail.delivery"):
+        make_app(APP_ENV="production", EMAIL_SERVER=mailbox.url("smtps", login=True))
+    assert delivery_lines(caplog) == [f"mail: SMTP 127.0.0.1:{mailbox.port} (implicit TLS)"]
+    assert SMTP_PASSWORD not in caplog.text and SMTP_USER not in caplog.text
+
+
+def test_a_transport_removed_after_standing_in_fails_the_delivery_plainly(
+    make_app: Callable[..., Flask], caplog: pytest.LogCaptureFixture
+) -> None:
+    hooks, handed = transport_hooks()
+    app = make_app(APP_ENV="production", hooks=hooks)
+    hooks.send_mail = None
+    with caplog.at_level(logging.WARNING, logger="webapp.web.error_answers"):
+        answer = EmailActions(app.test_client()).request_link("ann@example.com")
+    assert answer.headers["Location"] == "http://localhost/auth/error?error=EmailSignin"
+    assert [r.getMessage() for r in caplog.records if r.name == "webapp.web.error_answers"] == [
+        "auth error EmailSignin: delivery failed: no mail transport: the application's was "
+        "removed after start-up, and EMAIL_SERVER is not set"
+    ]
+    assert handed == []

@@ -79,15 +79,20 @@ def test_the_example_host_migrates_signs_in_by_email_and_shows_its_own_pages(
     client = app.test_client()
     client.environ_base["wsgi.url_scheme"] = "https"
 
-    # The application's own pages are its own; its protected one sends a stranger to sign in.
-    assert "Example host" in client.get("/").get_data(as_text=True)
+    # The application's own pages are its own, headers included; its protected one sends a
+    # stranger to sign in.
+    home = client.get("/")
+    assert "Example host" in home.get_data(as_text=True)
+    assert "Content-Security-Policy" not in home.headers
     refused = client.get("/reports")
     assert refused.status_code == 302
     assert refused.headers["Location"].startswith("https://localhost/auth/signin?")
 
     # Its sign-in page replaces ours, and our assets are served under /auth/static.
-    signin = client.get("/auth/signin").get_data(as_text=True)
+    answer = client.get("/auth/signin")
+    signin = answer.get_data(as_text=True)
     assert "Welcome back to the example host" in signin
+    assert "script-src 'self'" in answer.headers["Content-Security-Policy"]
     assert "provider-chooser" not in signin  # our page's island
     with client.get("/auth/static/favicon.svg") as ours:
         assert ours.status_code == 200

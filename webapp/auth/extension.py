@@ -91,7 +91,14 @@ class Auth:
             root_path=app.root_path,
             defaults={"EMAIL_TEMPLATES": _email_templates_of(app)},
         )
-        conf = settings_from(sources, instance_path=app.instance_path, served=dev_server())
+        # The application's own mail transport, set by now, stands in for EMAIL_SERVER.
+        own_mail_transport = self.hooks.send_mail is not None
+        conf = settings_from(
+            sources,
+            instance_path=app.instance_path,
+            served=dev_server(),
+            own_mail_transport=own_mail_transport,
+        )
         install(app, conf)
         app.extensions["webapp.hooks"] = self.hooks
         app.extensions["webapp.auth"] = self
@@ -108,8 +115,13 @@ class Auth:
             sql_counts.init_app(app, conf)
         csrf.init_app(app)
         _init_login(app)
-        web.init_app(app, conf, site_error_pages=self.site_error_pages)
-        ui.init_app(app, conf)
+        web.init_app(
+            app,
+            conf,
+            site_error_pages=self.site_error_pages,
+            own_mail_transport=own_mail_transport,
+        )
+        ui.init_app(app, conf, ours=None if self.site_error_pages else web.our_requests(conf))
         i18n.init_app(app, conf)
         app.cli.add_command(auth_cli)
         app.after_request(apply_cookies)

@@ -6,6 +6,10 @@ unverified one may be anyone's, docs/security.md) and is sent through the mailer
 it tells of is committed (``transactions.on_commit``). A delivery that fails is logged,
 without the address, and never fails the action it tells of. No notice holds a link: a
 forged one then cannot lead anywhere, and a real one teaches nobody to follow one.
+
+The switches are on by default where start-up finds a way to deliver mail (EMAIL_SERVER,
+the development outbox, or the application's own transport set by then); a transport the
+application registers later carries the notices that are on, and turns on none that is off.
 """
 
 from __future__ import annotations
@@ -33,15 +37,19 @@ log = logging.getLogger(__name__)
 _EXTENSION = "webapp.notice_mailer"
 
 
-def init_app(app: Flask, conf: Settings) -> None:
-    """Build the notices' mailer when any notice is on (the settings made sure one can)."""
+def init_app(app: Flask, conf: Settings, *, own_mail_transport: bool) -> None:
+    """Build the notices' mailer when any notice is on (the settings made sure one can:
+    through EMAIL_SERVER, the development outbox, or the application's own mail transport,
+    ``own_mail_transport``, set at start-up)."""
     wanted = (
         conf.notice_new_device,
         conf.notice_methods,
         conf.notice_other_sessions,
         conf.notice_account_deleted,
     )
-    app.extensions[_EXTENSION] = mailer_from_settings(conf) if any(wanted) else None
+    app.extensions[_EXTENSION] = (
+        mailer_from_settings(conf, own_mail_transport=own_mail_transport) if any(wanted) else None
+    )
 
 
 def after_signin(user_id: int, *, provider: str, new_user: bool) -> None:

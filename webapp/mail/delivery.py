@@ -12,8 +12,11 @@ fresh clone can sign in by e-mail with no mail server.
 
 An application that delivers mail its own way (an HTTP API, a queue) sets the mail
 transport hook (``AuthHooks.send_mail``): every composed message goes there instead, as
-Auth.js's ``sendVerificationRequest`` does. It is looked up at each message, so a hook
-registered after ``create_app`` counts too.
+Auth.js's ``sendVerificationRequest`` does, and before EMAIL_SERVER when both are there. It
+is looked up at each message, so a hook registered after ``create_app`` counts too. Set at
+start-up (``own_mail_transport``), it also stands in for EMAIL_SERVER: outside development
+e-mail sign-in and the security notices need one or the other. Registered later, it turns
+on nothing start-up left off.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import secrets
 import smtplib
 import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email import policy
 from email.message import EmailMessage
 from email.utils import format_datetime, make_msgid, parseaddr
@@ -56,6 +59,10 @@ class Transport(Protocol):
 
     def send(self, message: EmailMessage) -> None: ...
 
+    def describe(self) -> str:
+        """Where the messages go, for the start-up log; no user name or password."""
+        ...
+
 
 @dataclass(frozen=True)
 class SmtpTransport:
@@ -65,7 +72,8 @@ class SmtpTransport:
     port: int
     implicit_tls: bool
     username: str | None
-    password: str | None
+    #: Left out of ``repr``: a transport that reaches a log or a traceback shows no secret.
+    password: str | None = field(repr=False)
     timeout: float
     ca_file: str | None = None
     #: The name given in EHLO. Without one, smtplib asks DNS for this machine's FQDN on
@@ -80,6 +88,10 @@ class SmtpTransport:
         # code that reads them, are about 2.5 MB of each worker's memory that a server
         # offering no TLS (a relay on loopback) never needs.
         return ssl.create_default_context(cafile=self.ca_file)
+
+    def describe(self) -> str:
+        security = "implicit TLS" if self.implicit_tls else "STARTTLS when offered"
+        return f"SMTP {self.host}:{self.port} ({security})"
 
     def send(self, message: EmailMessage) -> None:
         try:
@@ -133,6 +145,9 @@ class OutboxTransport:
     """Development delivery: write each message as an ``.eml`` file and log its text."""
 
     folder: Path
+
+    def describe(self) -> str:
+        return f"the development outbox, {self.folder}"
 
     def send(self, message: EmailMessage) -> None:
         name = f"{utcnow():%Y%m%dT%H%M%S}-{secrets.token_hex(4)}.eml"
@@ -250,9 +265,10 @@ def compose(*, sender: str, to: str, subject: str, text: str, html: str) -> Emai
 @dataclass(frozen=True)
 class Mailer:
     """Renders a named message and hands it to the application's mail transport, if it set
-    one, else to the transport the settings name."""
+    one, else to the transport the settings name (None: the application's transport stood
+    in for EMAIL_SERVER at start-up)."""
 
-    transport: Transport
+    transport: Transport | None
     templates: MessageTemplates
     sender: str
 
@@ -262,6 +278,11 @@ class Mailer:
         message = compose(sender=self.sender, to=to, subject=subject, text=text, html=html)
         send_mail = current_hooks().send_mail
         if send_mail is None:
+            if self.transport is None:
+                raise DeliveryError(
+                    "no mail transport: the application's was removed after start-up, "
+                    "and EMAIL_SERVER is not set"
+                )
             self.transport.send(message)
             return
         try:
@@ -272,12 +293,31 @@ class Mailer:
             raise DeliveryError(f"the application's mail transport: {exc!r}") from exc
 
 
-def mailer_from_settings(conf: Settings) -> Mailer:
-    """Build the mailer the settings describe; raise ConfigError at start-up, not later."""
+def mailer_from_settings(conf: Settings, *, own_mail_transport: bool) -> Mailer:
+    """Build the mailer the settings describe; raise ConfigError at start-up, not later.
+
+    ``own_mail_transport``: the application delivers mail itself (``AuthHooks.send_mail``
+    was set at start-up). Then EMAIL_SERVER is not required outside development: without
+    it, the mailer has no transport of ours. Set, it is checked all the same.
+    """
+    stands_in = own_mail_transport and conf.email_server is None and not conf.is_development
     return Mailer(
-        transport=transport_from_settings(conf),
+        transport=None if stands_in else transport_from_settings(conf),
         templates=MessageTemplates(
             subject=conf.email_subject, override_folder=conf.email_templates
         ),
         sender=conf.email_from,
     )
+
+
+def log_delivery(conf: Settings, *, own_mail_transport: bool) -> None:
+    """Log, once at start-up, how mail goes out: the application's transport, an SMTP
+    server (its host and port, never its user or password), the development outbox, or
+    nowhere. Call it after the mailers are built, which check EMAIL_SERVER."""
+    if own_mail_transport:
+        unused = " (EMAIL_SERVER is set, and unused)" if conf.email_server else ""
+        log.info("mail: the application's transport%s", unused)
+    elif conf.email_server is None and not conf.is_development:
+        log.info("mail: none (no EMAIL_SERVER): e-mail sign-in and security notices are off")
+    else:
+        log.info("mail: %s", transport_from_settings(conf).describe())

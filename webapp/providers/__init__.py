@@ -10,6 +10,7 @@ adding a kind is a module with a builder and one line here, and its adapter in
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from flask import current_app
@@ -32,24 +33,34 @@ KINDS: dict[str, Builder] = {
 }
 
 
-def build_providers(conf: Settings) -> dict[str, Provider]:
-    """Build every configured provider, in configuration order; raise ConfigError."""
+def build_providers(conf: Settings, *, own_mail_transport: bool) -> dict[str, Provider]:
+    """Build every configured provider, in configuration order; raise ConfigError.
+
+    ``own_mail_transport``: the application delivers mail itself (``AuthHooks.send_mail``
+    was set at start-up), which enables e-mail sign-in as EMAIL_SERVER does.
+    """
+    kinds: dict[str, Builder] = {
+        **KINDS,
+        "email": partial(email.build, own_mail_transport=own_mail_transport),
+    }
     built: dict[str, Provider] = {}
     for entry in conf.provider_configs:
         kind = entry["type"]
-        builder = KINDS.get(kind)
+        builder = kinds.get(kind)
         if builder is None:
-            known = ", ".join(sorted(KINDS))
+            known = ", ".join(sorted(kinds))
             raise ConfigError(f"provider {entry['id']!r}: unknown type {kind!r} (known: {known})")
         built[entry["id"]] = builder(entry, conf)
+    mail_delivered = conf.email_server is not None or own_mail_transport
     if (
         "email" not in built
         and not any(p.type == "email" for p in built.values())
-        and (conf.email_server or (conf.is_development and not conf.provider_configs))
+        and (mail_delivered or (conf.is_development and not conf.provider_configs))
     ):
-        # EMAIL_SERVER alone enables e-mail sign-in; a fresh development set-up gets it
-        # through the outbox, so the first run can sign in by e-mail with no mail server.
-        built["email"] = email.default_provider(conf)
+        # EMAIL_SERVER, or the application's own mail transport, alone enables e-mail
+        # sign-in; a fresh development set-up gets it through the outbox, so the first run
+        # can sign in by e-mail with no mail server.
+        built["email"] = email.default_provider(conf, own_mail_transport=own_mail_transport)
     if conf.demo_credentials and not any(p.type == "credentials" for p in built.values()):
         built["demo"] = credentials.demo_provider()
     if conf.passkeys:

@@ -20,14 +20,20 @@ class EmailProvider(Provider):
         self.mailer = mailer
 
 
-def default_provider(conf: Settings) -> EmailProvider:
-    """The provider EMAIL_SERVER (or a fresh development set-up) enables on its own."""
-    return EmailProvider(id="email", name="Email", mailer=mailer_from_settings(conf))
+def default_provider(conf: Settings, *, own_mail_transport: bool) -> EmailProvider:
+    """The provider EMAIL_SERVER, the application's own mail transport (``own_mail_transport``)
+    or a fresh development set-up enables on its own."""
+    mailer = mailer_from_settings(conf, own_mail_transport=own_mail_transport)
+    return EmailProvider(id="email", name="Email", mailer=mailer)
 
 
-def build(entry: Mapping[str, Any], conf: Settings) -> Provider:
+def build(
+    entry: Mapping[str, Any], conf: Settings, *, own_mail_transport: bool = False
+) -> Provider:
+    """A declared e-mail provider. ``own_mail_transport``: the application delivers mail
+    itself, so the provider needs no EMAIL_SERVER (``build_providers`` passes it)."""
     try:
-        mailer = mailer_from_settings(conf)
+        mailer = mailer_from_settings(conf, own_mail_transport=own_mail_transport)
     except ConfigError as exc:
         raise ConfigError(f"provider {entry['id']!r}: {exc}") from None
     return EmailProvider(id=entry["id"], name=str(entry.get("name", "Email")), mailer=mailer)

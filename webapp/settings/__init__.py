@@ -68,16 +68,22 @@ def load_settings(
     *,
     instance_path: str | os.PathLike[str] = "instance",
     served: DevServer | None = None,
+    own_mail_transport: bool = False,
 ) -> Settings:
     """Build the settings from the environment, the TOML file and explicit overrides.
 
     Precedence, lowest first: built-in defaults, the TOML file's ``[auth]`` table, the
     environment, ``overrides`` (used by tests and embedding applications). ``served``:
     where ``flask run`` serves (``webapp.settings.dev_server.dev_server()``); in development without
-    AUTH_URL, the site's address is taken from it.
+    AUTH_URL, the site's address is taken from it. ``own_mail_transport``: the application
+    delivers mail itself (``AuthHooks.send_mail`` is set), so mail can be delivered without
+    EMAIL_SERVER: the security notices are on by default, as with EMAIL_SERVER.
     """
     return settings_from(
-        Sources.read(environ, overrides), instance_path=instance_path, served=served
+        Sources.read(environ, overrides),
+        instance_path=instance_path,
+        served=served,
+        own_mail_transport=own_mail_transport,
     )
 
 
@@ -86,9 +92,10 @@ def settings_from(
     *,
     instance_path: str | os.PathLike[str] = "instance",
     served: DevServer | None = None,
+    own_mail_transport: bool = False,
 ) -> Settings:
-    """Build the settings from ``sources``; ``instance_path`` and ``served`` as for
-    ``load_settings``."""
+    """Build the settings from ``sources``; ``instance_path``, ``served`` and
+    ``own_mail_transport`` as for ``load_settings``."""
     instance = Path(instance_path)
     env = read_environment(sources)
     development = env == "development"
@@ -101,8 +108,10 @@ def settings_from(
     passkeys = read_passkeys(sources, development, auth_url)
     bounds = read_provider_bounds(sources)
     email = read_email(sources, auth_url, instance)
-    # Notices go wherever mail can be delivered: a mail server, or the development outbox.
-    audit = read_audit(sources, can_mail=email["email_server"] is not None or development)
+    # Notices go wherever mail can be delivered: a mail server, the application's own
+    # transport, or the development outbox.
+    can_mail = email["email_server"] is not None or own_mail_transport or development
+    audit = read_audit(sources, can_mail=can_mail)
     return Settings(
         env=env,
         config_path=sources.config_path,

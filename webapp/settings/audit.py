@@ -14,7 +14,8 @@ from webapp.settings.sources import Sources
 
 
 def read_audit(sources: Sources, *, can_mail: bool) -> dict[str, Any]:
-    """``can_mail``: EMAIL_SERVER is set, or the development outbox takes the mail."""
+    """``can_mail``: EMAIL_SERVER is set, the application delivers mail itself, or the
+    development outbox takes the mail."""
 
     def notice(name: str, field_name: str) -> bool:
         wanted = parse_bool(name, sources.get(name, field_name))

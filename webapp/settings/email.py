@@ -1,7 +1,10 @@
 """The e-mail settings: the mail server, the message, and how many a client may ask for.
 
-Without EMAIL_SERVER messages go to the development outbox; the security notices
-(``webapp.settings.audit``) follow whether mail can be delivered.
+Messages go to the application's own mail transport if it has one (``AuthHooks.send_mail``),
+else to EMAIL_SERVER, else, in development, to the outbox. Outside development e-mail
+sign-in needs EMAIL_SERVER or a transport the application set by start-up; with both,
+EMAIL_SERVER is still checked, and unused. The security notices (``webapp.settings.audit``)
+follow whether mail can be delivered.
 """
 
 from __future__ import annotations

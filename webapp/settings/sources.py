@@ -4,10 +4,14 @@ Lowest first: the TOML file named by AUTH_CONFIG (its ``[auth]`` table), the env
 then the overrides (``load_settings``'s; for a Flask app, its ``app.config``: ``of_app``),
 then, where none of them sets a name, the app's defaults (``SQLALCHEMY_DATABASE_URI`` for
 DATABASE_URL). This is the only module that looks at ``os.environ``.
+
+A renamed setting's old name keeps working until the next major release, with a warning at
+start-up (``RENAMED_SETTINGS``).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import tomllib
 from collections.abc import Mapping
@@ -17,6 +21,27 @@ from typing import Any
 
 from webapp.settings.model import ConfigError, RateLimit, Settings
 from webapp.settings.parsers import opt_str, parse_rate
+
+log = logging.getLogger("webapp.settings")
+
+
+@dataclass(frozen=True)
+class RenamedSetting:
+    """A setting's old name, still read (with a warning) until ``removed_in_major``.0.0."""
+
+    #: The old environment variable and ``app.config`` key.
+    old_name: str
+    new_name: str
+    #: The major version whose first release no longer reads the old name.
+    removed_in_major: int
+    #: The old TOML ``[auth]`` key, when the rename changed it too.
+    old_toml_key: str | None = None
+
+
+#: Settings renamed since the last major release, old name first. Add an entry when a
+#: setting is renamed, with ``removed_in_major`` the next major version; remove it, and so
+#: stop reading the old name, in that major release.
+RENAMED_SETTINGS: tuple[RenamedSetting, ...] = ()
 
 
 def process_environment() -> Mapping[str, str]:
@@ -36,6 +61,8 @@ class Sources:
     providers: list[dict[str, Any]]
     #: Values for names no source sets.
     defaults: dict[str, Any] = field(default_factory=dict)
+    #: The old names already warned about, so that each is warned about once.
+    _warned: set[str] = field(default_factory=set, init=False, repr=False, compare=False)
 
     @classmethod
     def read(
@@ -44,7 +71,8 @@ class Sources:
         """``environ`` (None: the process's) with ``overrides`` on top, and the TOML file."""
         env: dict[str, Any] = dict(process_environment() if environ is None else environ)
         env.update(overrides or {})
-        config_path = opt_str(env.get("AUTH_CONFIG"))
+        # Read through ``get`` so that a renamed AUTH_CONFIG's old name is honoured too.
+        config_path = opt_str(cls(env, None, {}, []).get("AUTH_CONFIG"))
         auth, providers = _read_toml(config_path)
         return cls(env, config_path, auth, providers)
 
@@ -78,18 +106,72 @@ class Sources:
         )
 
     def get(self, name: str, toml_key: str | None = None) -> Any:
-        """The setting ``name``, else the TOML ``[auth]`` key ``toml_key``, else the
-        default for ``name``; None: none of them."""
+        """The setting ``name``, else the TOML ``[auth]`` key ``toml_key``, else an old
+        name of it (``RENAMED_SETTINGS``; warned about once), else the default for
+        ``name``; None: none of them. An old name set to another value than the new
+        name's is an error naming both."""
+        found = self._given(name, toml_key)
+        for renamed in (r for r in RENAMED_SETTINGS if r.new_name == name):
+            old = self._given(renamed.old_name, renamed.old_toml_key)
+            if old is None:
+                continue
+            if found is None:
+                found = old
+                new_label = f"[auth] {toml_key}" if toml_key and old.in_toml else name
+                self._warn_renamed(old.label, new_label, renamed.removed_in_major)
+            elif _as_text(found.value) != _as_text(old.value):
+                raise ConfigError(
+                    f"{found.label} and {old.label} are both set, to different values: "
+                    f"{old.label} is an old name of {name}; remove it"
+                )
+        return self.defaults.get(name) if found is None else found.value
+
+    def _given(self, name: str, toml_key: str | None) -> _Given | None:
+        """``name``'s value in the environment (with the overrides), else ``toml_key``'s
+        in the TOML ``[auth]`` table; None: neither sets it."""
         if name in self.env and self.env[name] not in (None, ""):
-            return self.env[name]
+            return _Given(name, self.env[name], in_toml=False)
         if toml_key and toml_key in self.auth:
-            return self.auth[toml_key]
-        return self.defaults.get(name)
+            return _Given(f"[auth] {toml_key}", self.auth[toml_key], in_toml=True)
+        return None
+
+    def _warn_renamed(self, old_label: str, new_label: str, removed_in_major: int) -> None:
+        """Say once that ``old_label`` was used; never its value, which may be a secret."""
+        if old_label in self._warned:
+            return
+        self._warned.add(old_label)
+        log.warning(
+            "%s is renamed %s: the old name still works, with this warning, until release "
+            "%d.0.0 removes it; rename it in your configuration",
+            old_label,
+            new_label,
+            removed_in_major,
+        )
 
     def rate(self, name: str, field_name: str) -> RateLimit:
         """Parse the limit setting ``name`` (TOML key: the field's name), or its default."""
         default: RateLimit = getattr(Settings, field_name)
         return parse_rate(name, self.get(name, field_name), default)
+
+
+@dataclass(frozen=True)
+class _Given:
+    """A value one source sets, and the name it is set under there (for messages)."""
+
+    label: str
+    value: Any
+    in_toml: bool
+
+
+def _as_text(value: Any) -> str:
+    """A value as the environment would spell it, so that ``600`` (TOML) and ``"600"`` (the
+    environment) compare equal, as do ``true`` and ``"true"``, and ``["a", "b"]`` and
+    ``"a,b"``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return ",".join(_as_text(item) for item in value)
+    return str(value).strip()
 
 
 def _read_toml(path: str | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -13,10 +13,15 @@ cache (the back button on a shared computer) may keep a copy. Static files read 
 so they keep their cache headers. On an https AUTH_URL every answer carries HSTS
 (``AUTH_HSTS_MAX_AGE``), so the browser never tries plain http first, where the first
 request could be intercepted.
+
+In an application that adds the facility, these headers are for our answers only (``ours``):
+the application's own pages keep the headers it gives them, and get no-store when they are
+personal.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TypeVar
 
 from flask import Flask, Response
@@ -73,8 +78,9 @@ def without_referrer(response: _R) -> _R:
     return response
 
 
-def init_app(app: Flask, conf: Settings) -> None:
-    """Add the headers to every response of ``app``; HSTS is prepared here, once."""
+def init_app(app: Flask, conf: Settings, *, ours: Callable[[], bool] | None = None) -> None:
+    """Add the headers to every response of ``app`` (with ``ours``, to the responses it
+    says are ours); HSTS is prepared here, once."""
     hsts = strict_transport_security(conf)
     headers = HEADERS + [("Strict-Transport-Security", hsts)] if hsts else HEADERS
     personal_headers = headers + NO_STORE
@@ -87,6 +93,10 @@ def init_app(app: Flask, conf: Settings) -> None:
         # own Content-Security-Policy takes charge of the fixed three.
         fields = response.headers
         personal = answer_is_personal()
+        if ours is not None and not ours():
+            if personal and "no-store" not in fields.get("Cache-Control", ""):
+                fields.update(NO_STORE)
+            return response
         names = {name.lower() for name, _value in fields}
         if "content-security-policy" not in names:
             if personal and "cache-control" not in names:

@@ -27,6 +27,7 @@ from werkzeug.exceptions import HTTPException
 from webapp.flows import notices
 from webapp.flows.bearer import init_app as init_bearer_tokens
 from webapp.flows.signin import email
+from webapp.mail.delivery import log_delivery
 from webapp.passkeys import relying_party
 from webapp.providers import build_providers
 from webapp.settings import Settings
@@ -49,13 +50,19 @@ ACCOUNT_PATH = "/account"
 CATCH_ALL = (HTTPException, CSRFError, OperationalError, Exception)
 
 
-def init_app(app: Flask, conf: Settings, *, site_error_pages: bool) -> None:
-    """Build the configured providers and the notices' mailer, register every route, the
-    error answers (for every request of the app with ``site_error_pages``, else for ours)
-    and the islands' page data. Our pages' "home" is ``pages.index`` where the app has
-    that page (the standalone app), else the app's root."""
-    app.extensions["webapp.providers"] = build_providers(conf)
-    notices.init_app(app, conf)
+def init_app(
+    app: Flask, conf: Settings, *, site_error_pages: bool, own_mail_transport: bool
+) -> None:
+    """Build the configured providers and the notices' mailer (``own_mail_transport``: the
+    application delivers mail itself, in place of EMAIL_SERVER), log how mail goes out,
+    register every route, the error answers (for every request of the app with
+    ``site_error_pages``, else for ours) and the islands' page data. Our pages' "home" is
+    ``pages.index`` where the app has that page (the standalone app), else the app's root."""
+    app.extensions["webapp.providers"] = build_providers(
+        conf, own_mail_transport=own_mail_transport
+    )
+    notices.init_app(app, conf, own_mail_transport=own_mail_transport)
+    log_delivery(conf, own_mail_transport=own_mail_transport)
     init_bearer_tokens(app)
     app.register_blueprint(auth_routes.bp, url_prefix=conf.base_path or None)
     app.register_blueprint(account_routes.bp)
@@ -87,13 +94,10 @@ def _link_home_to_root(app: Flask) -> None:
     app.add_url_rule("/", endpoint=pages.bp.name + ".index", build_only=True)
 
 
-def _init_our_error_answers(app: Flask, conf: Settings) -> None:
-    """Our error answers for our requests; for the others, the handler the app had for the
-    same class before (or Flask's own answer)."""
-    # As Flask files them: an HTTP error's class under its code (CSRFError: 400).
-    spec = app.error_handler_spec[None]
-    before = {cls: spec[_code_of(cls)].get(cls) for cls in CATCH_ALL}
-    error_answers.init_app(app)
+def our_requests(conf: Settings) -> Callable[[], bool]:
+    """Whether this request is one of ours: one of our routes, or any path under AUTH_URL's
+    path or the account area's (what our error answers and security headers are for, in
+    an application with pages of its own)."""
     ours = {bp.name for bp in (auth_routes.bp, account_routes.bp, account_api.bp, language.bp)}
     ours.add(health.bp.name)
     prefixes = tuple(p for p in (conf.base_path, ACCOUNT_PATH) if p)
@@ -104,6 +108,17 @@ def _init_our_error_answers(app: Flask, conf: Settings) -> None:
         path = request.path
         return any(path == p or path.startswith(p + "/") for p in prefixes)
 
+    return is_ours
+
+
+def _init_our_error_answers(app: Flask, conf: Settings) -> None:
+    """Our error answers for our requests; for the others, the handler the app had for the
+    same class before (or Flask's own answer)."""
+    # As Flask files them: an HTTP error's class under its code (CSRFError: 400).
+    spec = app.error_handler_spec[None]
+    before = {cls: spec[_code_of(cls)].get(cls) for cls in CATCH_ALL}
+    error_answers.init_app(app)
+    is_ours = our_requests(conf)
     for cls in CATCH_ALL:
         handlers = spec[_code_of(cls)]
         handlers[cls] = _for_our_requests(handlers[cls], before[cls], is_ours)
