@@ -75,7 +75,6 @@ import re
 import threading
 import traceback
 import warnings
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -119,15 +118,11 @@ from .support.hostile_corpus import (
 )
 from .support.oauth import SECRET as IDP_CLIENT_SECRET
 from .support.oauth import FakeIdP, write_providers_toml
+from .support.routes import OTHER, PARAM, PROBED_METHODS, TARGETS, Target
 from .support.rows import NewSession
 from .support.signin import demo_sign_in
 
 FIELDS = all_fields()
-#: Every method sent to every route; those a route does not allow must get a 405.
-PROBED_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "PROPFIND")
-#: Methods that get a test item of their own where a route allows them.
-SWEPT_METHODS = ("GET", "HEAD", "POST", "OPTIONS")
-OTHER = "other methods"
 SIGNED_OUT, SIGNED_IN = "signed out", "signed in"
 FORM = "application/x-www-form-urlencoded"
 #: The status noted when an exception left the app (a WSGI server answers 500 then).
@@ -153,53 +148,6 @@ GET_BODIES = frozenset(
 )
 #: The most failure lines one assertion message lists.
 MAX_LINES = 60
-
-
-# -- the routes -----------------------------------------------------------------------------
-
-_PARAM = re.compile(r"<(?:(\w+)(?:\([^)]*\))?:)?(\w+)>")
-
-
-@dataclass(frozen=True)
-class Target:
-    """One route (a rule string) and one method of it, or all the methods it refuses."""
-
-    pattern: str
-    method: str
-    allowed: tuple[str, ...]
-    endpoint: str | None
-    #: (converter, name) of each path parameter.
-    params: tuple[tuple[str, str], ...]
-
-    def __str__(self) -> str:
-        return f"{self.method} {self.pattern}"
-
-
-def _targets() -> list[Target]:
-    # Rules do not depend on the configuration or the database: any app lists them all.
-    app = create_app(base_config("sqlite://"), environ={}, migrations=False)
-    rules: dict[str, list[Any]] = defaultdict(list)
-    for rule in app.url_map.iter_rules():
-        if rule.endpoint == "static":  # Flask's file serving; see the module docstring
-            continue
-        rules[rule.rule].append(rule)
-    found = []
-    for pattern, group in sorted(rules.items()):
-        allowed = tuple(sorted(set().union(*(r.methods for r in group))))
-        params = tuple((conv or "default", name) for conv, name in _PARAM.findall(pattern))
-        for method in SWEPT_METHODS:
-            rule = next((r for r in group if method in r.methods), None)
-            if rule is None:
-                continue
-            found.append(Target(pattern, method, allowed, rule.endpoint, params))
-        if set(PROBED_METHODS) - set(allowed):
-            found.append(Target(pattern, OTHER, allowed, None, params))
-    with app.app_context():
-        db.engine.dispose()
-    return found
-
-
-TARGETS = _targets()
 
 
 # -- requests and answers -------------------------------------------------------------------
@@ -805,7 +753,7 @@ class Hostile:
                 return str(self.world.victim_ids.get(name, 4242))  # type: ignore[union-attr]
             return self.provider_ids[0] if name == "provider_id" else "x"
 
-        return _PARAM.sub(value, target.pattern)
+        return PARAM.sub(value, target.pattern)
 
     def _field(self, base: Probe, name: str, value: ValueClass) -> Probe:
         """``base`` with one field of class ``value``: in the query, and for a POST in the

@@ -26,7 +26,7 @@ from .support.audit import CHROME_MAC, FIREFOX, PASSWORDS, csrf_post, events, si
 from .support.config import TEST_SECRET
 from .support.mail import Mailbox, html_of, text_of
 from .support.oauth import Browser, FakeIdP, fake_idp
-from .test_passkeys import Passkeys
+from .support.passkey_ceremonies import Passkeys
 
 ANN = "ann@example.com"
 NEW_DEVICE = "New sign-in to your Webapp account"

@@ -13,7 +13,6 @@ import logging
 import re
 from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -33,52 +32,13 @@ from webapp.storage.models import (
 )
 
 from .support.passkey_authenticator import SoftAuthenticator, b64url
+from .support.passkey_ceremonies import CALLBACK, JSON_ANSWER, OPTIONS, Passkeys
 from .support.rows import row_count
 from .support.signin import DEMO_EMAIL, AuthActions
 
-OPTIONS = "/auth/webauthn-options/passkey"
-CALLBACK = "/auth/callback/passkey"
-JSON_ANSWER = {"X-Auth-Return-Redirect": "1"}
 HTMX = {"HX-Request": "true"}
 # JSON mode: a sign-in code names the sign-in page at once (docs/routes.md, "JSON mode").
 REFUSED = "http://localhost/auth/signin?error=PasskeySignin"
-
-
-class Passkeys:
-    """One browser's passkey ceremonies through the real routes, as the page script runs
-    them (JSON answers), with a software authenticator."""
-
-    def __init__(self, client: FlaskClient, authenticator: SoftAuthenticator | None = None):
-        self.client = client
-        self.authenticator = authenticator or SoftAuthenticator()
-
-    def options(self, action: str) -> dict[str, Any]:
-        r = self.client.get(f"{OPTIONS}?action={action}")
-        assert r.status_code == 200, r.get_data(as_text=True)
-        assert r.json is not None and r.json["action"] == action
-        return dict(r.json["options"])
-
-    def post(self, action: str, data: Any, **fields: str) -> Any:
-        csrf = self.client.get("/auth/csrf").json["csrfToken"]  # type: ignore[index]
-        body = data if isinstance(data, str) else json.dumps(data)
-        form = {"csrfToken": csrf, "action": action, "data": body, **fields}
-        return self.client.post(CALLBACK, data=form, headers=JSON_ANSWER)
-
-    def register(self, name: str = "", **bend: Any) -> Any:
-        return self.post(
-            "register", self.authenticator.register(self.options("register"), **bend), name=name
-        )
-
-    def sign_in(self, **bend: Any) -> str:
-        """Sign in with the authenticator's newest passkey; return the answer's URL."""
-        response = self.authenticator.authenticate(self.options("authenticate"), **bend)
-        answer = self.post("authenticate", response)
-        assert answer.status_code == 200
-        return str(answer.json["url"])
-
-    def challenge_cookie(self) -> str | None:
-        cookie = self.client.get_cookie("auth.passkey-challenge", path="/auth")
-        return cookie.value if cookie else None
 
 
 @pytest.fixture

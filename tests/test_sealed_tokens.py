@@ -454,7 +454,9 @@ def read_through_model(account_id: int) -> dict[str, str | None]:
 
 def schema_revision() -> str:
     with db.engine.connect() as conn:
-        return str(conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar_one())
+        return str(
+            conn.execute(sa.text("SELECT version_num FROM auth_alembic_version")).scalar_one()
+        )
 
 
 def test_migration_0004_seals_existing_tokens_and_downgrade_unseals_them(

@@ -59,6 +59,7 @@ from webapp.ui.qr import qr_svg
 from .support.config import TEST_SECRET
 from .support.mail import EmailActions, Mailbox, code_of, link_of
 from .support.oauth import APP_ORIGIN, SECRET, Browser, NodeOP
+from .support.passkey_ceremonies import Passkeys
 from .support.rows import NewSession, add_passkey, row_count
 from .support.second_factor import (
     RECOVERY_CODE_PATTERN,
@@ -68,7 +69,6 @@ from .support.second_factor import (
     totp_code,
 )
 from .support.signin import demo_sign_in
-from .test_passkeys import Passkeys
 
 ANN = "ann@example.com"
 BOB = "bob@example.com"

@@ -55,9 +55,9 @@ from .support.config import BROWSER_THROTTLES, base_config
 from .support.databases import empty_tables
 from .support.mail import EmailActions, Outbox
 from .support.oauth import APP_ORIGIN, Browser, NodeOP, query_of, write_providers_toml
+from .support.routes import TARGETS, Target
 from .support.rows import row_count
 from .support.second_factor import enrol_authenticator, submit_second_factor
-from .test_hostile_input import TARGETS, Target
 
 ERROR_URL = APP_ORIGIN + "/auth/error?error="
 DEVICE = "op-device"

@@ -22,8 +22,12 @@ one module per concern:
   plugin).
 * ``oauth``: identity providers (the Node oidc-provider that ``tests/op/server.mjs`` runs,
   and a Python fake), a browser that follows a sign-in through them.
-* ``passkey_authenticator``: a software passkey authenticator.
-* ``hostile_corpus``: the hostile-input suite's values, field discovery and checks.
+* ``passkey_authenticator``: a software passkey authenticator; ``passkey_ceremonies``:
+  one browser's ceremonies through the real routes with it (``Passkeys``).
+* ``hostile_corpus``: the hostile-input suite's values, field discovery and checks;
+  ``routes``: every route and method of the app, from its URL map (``TARGETS``).
+* ``every_event``: drives every audit event type once, for the trail's and the
+  ``audit_event`` signal's tests.
 * ``faults``: broken services for the fault suite (a private PostgreSQL cluster, SMTP and
   HTTP servers that fail on command).
 * ``cluster``: the local cluster the cluster tests run (``scripts/cluster``);

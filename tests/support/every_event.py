@@ -24,11 +24,11 @@ from webapp.settings import current_settings
 from webapp.storage.db import db
 from webapp.storage.models import Session
 
-from ..test_passkeys import Passkeys
 from .audit import PASSWORDS, WRONG_PASSWORD, csrf_post, sign_in
 from .config import TEST_SECRET
 from .mail import CODE_RE, EmailActions, Mailbox, link_of
 from .oauth import Browser, FakeIdP, FakeRequest, fake_idp
+from .passkey_ceremonies import Passkeys
 from .second_factor import (
     RECOVERY_CODE_PATTERN,
     enrol_authenticator,
