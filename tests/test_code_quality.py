@@ -3,6 +3,7 @@ and its text points only at documents the repository holds."""
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
@@ -53,3 +54,17 @@ def test_no_reference_to_a_document_outside_the_repository():
             if OUTSIDE_REFERENCE.search(line)
         ]
     assert found == [], "point at docs/ instead: " + ", ".join(found)
+
+
+def test_tests_share_helpers_through_support_only():
+    """A test module imports what it shares from tests/support/ (or gets it as a fixture
+    from a conftest), never from another test module."""
+    found = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                last = (node.module or "").rpartition(".")[2]
+                names = [] if node.module else [alias.name for alias in node.names]
+                if last.startswith("test_") or any(n.startswith("test_") for n in names):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert found == []

@@ -36,6 +36,7 @@ from ..support.browser import (
 from ..support.config import base_config
 from ..support.databases import empty_tables
 from ..support.servers import free_port
+from ..support.tv import TV, serving_tv
 
 
 @pytest.fixture(scope="session")
@@ -134,3 +135,13 @@ def new_page(chromium: Any, live_server: LiveServer) -> Iterator[Any]:
     for context in contexts:
         context.close()
     assert problems.seen == [], problems.seen
+
+
+@pytest.fixture(scope="module")
+def tv(
+    live_server: LiveServer, database_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[TV]:
+    """The TV app on its own loopback port, sharing the live server's database (whose
+    tables the live server's fixture empties after each test) and provider."""
+    with serving_tv(live_server, database_url, tmp_path_factory.mktemp("tv")) as tv:
+        yield tv

@@ -9,87 +9,20 @@ verification pages, driven over HTTP (``NodeOP.approve_device``).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from flask import Flask
 from playwright.sync_api import expect
 
-from webapp import create_app
 from webapp.storage.db import db
-from webapp.storage.models import DeviceRequest
 
-from ..support.browser import LiveServer, axe_violations, served
-from ..support.config import base_config
-from ..support.oauth import DEVICE_GRANT, write_providers_toml
+from ..support.browser import axe_violations
+from ..support.tv import TV, TV_PROVIDERS
 
 pytestmark = pytest.mark.browser
 
-#: The TV's providers: app provider id (= client id at the OP) -> (name, interval, lifetime
-#: of its device codes in seconds).
-TV_PROVIDERS = {
-    "op-tv": ("Acme TV", 1, 600),
-    "op-tv-slow": ("Slow TV", 10, 600),
-    "op-tv-short": ("Short TV", 1, 3),
-}
 QR_NAME = "QR code: Acme TV's page with the code filled in"
-
-
-class TV:
-    def __init__(self, url: str, app: Any, op: Any) -> None:
-        self.url = url
-        self.app = app
-        self.op = op
-
-    def due(self, user_code: str) -> None:
-        """Make the request's next poll due now (stands in for waiting out its interval)."""
-        with self.app.app_context():
-            db.session.execute(
-                sa.update(DeviceRequest)
-                .where(DeviceRequest.user_code == user_code)
-                .values(next_poll_at=datetime.now(UTC) - timedelta(milliseconds=1))
-            )
-            db.session.commit()
-
-
-@pytest.fixture(scope="module")
-def tv(
-    live_server: LiveServer, database_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[TV]:
-    """The TV app on its own loopback port, sharing the live server's database (whose
-    tables the live server's fixture empties after each test) and provider."""
-    op = live_server.op
-    assert op is not None
-    config_dir = tmp_path_factory.mktemp("tv")
-
-    def build(origin: str) -> Flask:
-        entries = []
-        for client_id, (name, interval, lifetime) in TV_PROVIDERS.items():
-            # Device clients of the OP, with this origin's post_logout_redirect_uri.
-            op.add_client(
-                client_id,
-                auth_url=origin + "/auth",
-                backchannel_logout=False,
-                device_interval=interval,
-                device_code_ttl=lifetime,
-                grant_types=[DEVICE_GRANT, "refresh_token"],
-                response_types=[],
-                redirect_uris=None,
-            )
-            entries.append(
-                op.provider_config(client_id, name=name, device_flow=True, logout="rp-initiated")
-            )
-        config = write_providers_toml(config_dir / "providers.toml", entries)
-        return create_app(
-            base_config(database_url, AUTH_URL=f"{origin}/auth", AUTH_CONFIG=str(config)),
-            environ={},
-        )
-
-    with served(build) as (origin, app):
-        yield TV(origin, app, op)
 
 
 def _start(page: Any, tv: TV, provider: str = "op-tv", callback: str = "/account") -> str:

@@ -18,7 +18,7 @@ import pytest
 from playwright.sync_api import expect
 
 from ..support.browser import SCREENSHOTS, axe_violations
-from .test_device import TV_PROVIDERS, tv  # noqa: F401 (the TV app, a fixture)
+from ..support.tv import TV_PROVIDERS
 
 pytestmark = pytest.mark.browser
 LINK_RE = re.compile(r"https?://\S+/callback/email\S*")
@@ -80,7 +80,7 @@ class Checks:
 
 @pytest.mark.parametrize("width", [375, 1280])
 @pytest.mark.parametrize("language", ["ar", "de"])
-def test_every_page_fits_and_passes_axe(new_page, live_server, database_url, tv, language, width):  # noqa: F811
+def test_every_page_fits_and_passes_axe(new_page, live_server, database_url, tv, language, width):
     if not database_url.startswith("sqlite"):
         pytest.skip("the pages are checked once, on SQLite")
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)

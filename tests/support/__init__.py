@@ -33,7 +33,8 @@ one module per concern:
 * ``cluster``: the local cluster the cluster tests run (``scripts/cluster``);
   ``cluster_app``: the app it serves (``WSGI_APP=tests.support.cluster_app:app``).
 * ``browser``: the Chromium suite's live servers, SMTP inbox, page checks (axe-core,
-  console errors) and the demo sign-in in a page.
+  console errors) and the demo sign-in in a page; ``tv``: the device sign-in tests' second
+  live server (the "TV").
 
 Not Python, and so not here: ``tests/op/server.mjs`` (the OpenID Provider) and
 ``tests/authjs_clients/`` (Auth.js's browser clients, bundled for the browser tests).
