@@ -155,36 +155,28 @@ class EventRow:
             if self.user_id is None
             else select(User.id).where(User.id == self.user_id).scalar_subquery()
         )
-        return insert(AuthEvent).values(
-            occurred_at=self.occurred_at,
-            type=self.type.value,
-            outcome=self.outcome,
-            error_code=self.error_code,
-            user_id=user,
-            subject_hash=self.subject_hash,
-            provider=self.provider,
-            ip=self.ip,
-            device=self.device,
-            request_id=self.request_id,
-            detail=self.detail,
-        )
+        return insert(AuthEvent).values(**self._columns(), type=self.type.value, user_id=user)
 
     def announce(self) -> None:
-        """Send ``audit_event`` (``webapp.core.hooks``) for this row."""
-        audit_event.send(
-            self.type.value,
-            occurred_at=self.occurred_at,
-            outcome=self.outcome,
-            error_code=self.error_code,
-            user_id=self.user_id,
-            subject_hash=self.subject_hash,
-            provider=self.provider,
-            ip=self.ip,
-            device=self.device,
-            request_id=self.request_id,
+        """Send ``audit_event`` (``webapp.core.hooks``) for this row: its type as the sender,
+        its other columns as arguments."""
+        audit_event.send(self.type.value, **self._columns(), user_id=self.user_id)
+
+    def _columns(self) -> dict[str, Any]:
+        """The row's columns but its type and user, which the INSERT and the signal give
+        each in their own form."""
+        return {
+            "occurred_at": self.occurred_at,
+            "outcome": self.outcome,
+            "error_code": self.error_code,
+            "subject_hash": self.subject_hash,
+            "provider": self.provider,
+            "ip": self.ip,
+            "device": self.device,
+            "request_id": self.request_id,
             # A copy each time: what one listener does to it is no other's concern.
-            detail=None if self.detail is None else dict(self.detail),
-        )
+            "detail": None if self.detail is None else dict(self.detail),
+        }
 
 
 def event_row(
