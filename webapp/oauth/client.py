@@ -23,6 +23,7 @@ from webapp.oauth.id_token import InvalidIDToken
 from webapp.oauth.metadata import (
     ProviderMetadata,
     ProviderUnavailable,
+    error_answer,
     get_json,
     url_allowed,
 )
@@ -32,6 +33,10 @@ from webapp.settings import Settings
 #: throttling us), or 401, our own client authentication refused (RFC 7662 §2.3), a
 #: misconfiguration that would otherwise refuse every good token.
 _NOT_ABOUT_THE_TOKEN = frozenset({401, 408, 429})
+#: Endpoints an OpenID discovery document may leave out and an RFC 8414 one name.
+SERVER_METADATA_ENDPOINTS = frozenset(
+    {"revocation_endpoint", "introspection_endpoint", "device_authorization_endpoint"}
+)
 
 
 class IntrospectionRefused(Exception):
@@ -71,10 +76,13 @@ class OAuthClient:
 
     def endpoint(self, name: str) -> str | None:
         """Return a configured endpoint, else the discovered one (None if neither, or if
-        the discovered value is not a string)."""
+        the discovered value is not a string). The endpoints beyond sign-in that the
+        OpenID document leaves out are looked for in the RFC 8414 document too."""
         value: str | None = getattr(self.config, name)
         if value is None and self.metadata is not None:
             found = self.document().get(name)
+            if found is None and name in SERVER_METADATA_ENDPOINTS:
+                found = self.metadata.server_document().get(name)
             value = found if isinstance(found, str) else None
         return value
 
@@ -174,7 +182,9 @@ class OAuthClient:
         endpoint = self._required("revocation_endpoint")
         answer = self._post_token("revoke", endpoint, token, token_type_hint)
         if answer.status_code != 200:
-            raise ProviderUnavailable(f"revocation endpoint: HTTP {answer.status_code}")
+            raise ProviderUnavailable(
+                f"revocation endpoint: {error_answer(answer.status_code, answer.content)}"
+            )
 
     def introspect(self, token: str) -> dict[str, Any]:
         """Return the provider's RFC 7662 answer for an access token; raise
@@ -183,17 +193,16 @@ class OAuthClient:
         else)."""
         endpoint = self._required("introspection_endpoint")
         answer = self._post_token("introspect", endpoint, token, "access_token")
+        said = f"introspection endpoint: {error_answer(answer.status_code, answer.content)}"
         if 400 <= answer.status_code < 500 and answer.status_code not in _NOT_ABOUT_THE_TOKEN:
-            raise IntrospectionRefused(
-                f"introspection endpoint: HTTP {answer.status_code} {_oauth_error(answer.content)}"
-            )
+            raise IntrospectionRefused(said)
         if answer.status_code == 401:
             raise ProviderUnavailable(
-                "introspection endpoint: HTTP 401, our client authentication was refused"
+                f"{said}: our client authentication was refused"
                 " (check client_id, client_secret and token_endpoint_auth_method)"
             )
         if answer.status_code != 200:
-            raise ProviderUnavailable(f"introspection endpoint: HTTP {answer.status_code}")
+            raise ProviderUnavailable(said)
         try:
             body = jsonsafe.loads(answer.content)
         except ValueError as exc:
@@ -222,16 +231,6 @@ class OAuthClient:
             allow_insecure=self.config.allow_insecure,
             headers={"Authorization": f"Bearer {access_token}"},
         )
-
-
-def _oauth_error(content: bytes) -> str:
-    """The ``error`` code of an OAuth error answer's JSON body, or "-" (for the log)."""
-    try:
-        body = jsonsafe.loads(content)
-    except ValueError:
-        return "-"
-    error = body.get("error") if isinstance(body, dict) else None
-    return error[:64] if isinstance(error, str) else "-"
 
 
 def _tenant_issuer_matches(configured: str, found: str) -> bool:

@@ -28,7 +28,13 @@ from joserfc.jwk import ECKey, JWKRegistry, OctKey, RSAKey
 
 from webapp.core import jsonsafe
 from webapp.core.clock import now_timestamp
-from webapp.oauth.metadata import ProviderUnavailable, timeouts
+from webapp.oauth.metadata import (
+    ProviderUnavailable,
+    describe_error,
+    error_answer,
+    oauth_error,
+    timeouts,
+)
 from webapp.settings import ConfigError, Settings
 
 METHODS = (
@@ -119,8 +125,15 @@ class _ClientAssertion:
         if getattr(self.key, "kid", None):
             header["kid"] = self.key.kid
         assertion = jwt.encode(header, claims, self.key, algorithms=[self.alg])
+        # client_id too (RFC 7521 §4.2 allows it): Glewlwyd answers a bare 400 without it,
+        # and some providers set the ID token's aud from it.
         body = add_params_to_qs(
-            body or "", [("client_assertion_type", ASSERTION_TYPE), ("client_assertion", assertion)]
+            body or "",
+            [
+                ("client_id", auth.client_id),
+                ("client_assertion_type", ASSERTION_TYPE),
+                ("client_assertion", assertion),
+            ],
         )
         return uri, headers, body
 
@@ -133,9 +146,24 @@ class GrantRefused(Exception):
 class TokenEndpointError(ProviderUnavailable):
     """The token endpoint answered an OAuth error other than ``invalid_grant``."""
 
-    def __init__(self, error: str, description: str | None) -> None:
-        super().__init__(f"token endpoint: {error} {description or ''}".rstrip())
+    def __init__(self, error: str, description: str | None, status: int | None) -> None:
+        super().__init__(f"token endpoint: {describe_error(status, error, description)}")
         self.error = error
+
+
+def _checked_token_answer(response: requests.Response) -> requests.Response:
+    """Authlib's hook on every token endpoint answer: an error answer raises here, with its
+    status and the provider's own words, rather than as whatever Authlib makes of its body
+    (a 500's HTML page would be a JSON error)."""
+    if response.status_code == 200:
+        return response
+    error, description = oauth_error(response.content)
+    if error == "invalid_grant":
+        raise GrantRefused(description or error)
+    if error is not None:
+        raise TokenEndpointError(error, description, response.status_code)
+    said = error_answer(response.status_code, response.content)
+    raise ProviderUnavailable(f"token endpoint: {said}")
 
 
 #: The grant type of RFC 8628 §3.4.
@@ -154,6 +182,7 @@ def _session(client: ClientCredentials, conf: Settings) -> OAuth2Session:
         revocation_endpoint_auth_method=client.method,
         default_timeout=timeouts(conf),
     )
+    session.register_compliance_hook("access_token_response", _checked_token_answer)
     lifetime = int(conf.client_assertion_lifetime.total_seconds())
     if client.method == "client_secret_jwt":
         session.register_client_auth_method(
@@ -182,7 +211,7 @@ def _token_grant(
     except OAuthError as exc:
         if exc.error == "invalid_grant":
             raise GrantRefused(exc.description or "invalid_grant") from exc
-        raise TokenEndpointError(str(exc.error), exc.description) from exc
+        raise TokenEndpointError(str(exc.error), exc.description, None) from exc
     except (requests.RequestException, ValueError, KeyError) as exc:
         raise ProviderUnavailable(f"token endpoint: {type(exc).__name__}: {exc}") from exc
     if not isinstance(token.get("access_token"), str):
@@ -234,11 +263,16 @@ def request_device_authorization(
 ) -> dict[str, Any]:
     """POST the device authorization request (RFC 8628 §3.1) as our client; return the
     provider's JSON. Raises ProviderUnavailable for anything but a 200 JSON object."""
+    data = {"scope": scope} if scope else {}
+    if client.method == "client_secret_basic":
+        # The other methods put client_id in the body themselves; with HTTP Basic, RFC 8628
+        # §3.1 makes it optional, and django-oauth-toolkit answers 400 without it.
+        data["client_id"] = client.client_id
     try:
         with _session(client, conf) as session:
             response = session.post(
                 endpoint,
-                data={"scope": scope} if scope else {},
+                data=data,
                 auth=session.client_auth(client.method),
                 headers={"Accept": "application/json"},
                 allow_redirects=False,
@@ -250,8 +284,8 @@ def request_device_authorization(
     except ValueError:
         body = None
     if response.status_code != 200 or not isinstance(body, dict):
-        error = body.get("error") if isinstance(body, dict) else None
-        raise ProviderUnavailable(f"device authorization: HTTP {response.status_code} {error}")
+        said = error_answer(response.status_code, response.content)
+        raise ProviderUnavailable(f"device authorization: {said}")
     return body
 
 

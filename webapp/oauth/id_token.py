@@ -29,6 +29,19 @@ ALGORITHMS: dict[str, tuple[str, str | None]] = {
     "EdDSA": ("OKP", "Ed25519"),
 }
 
+_SIGN_WITH_A_KEY_PAIR = (
+    ": set the client's ID token signing algorithm at the provider to RS256 (or ES256)"
+)
+#: What a refused algorithm usually means, for the log.
+_ALGORITHM_ADVICE = {
+    **{
+        f"HS{n}": " (an ID token signed with the client secret is refused by design, since"
+        " anyone holding the secret could make one)" + _SIGN_WITH_A_KEY_PAIR
+        for n in (256, 384, 512)
+    },
+    "none": " (an unsigned ID token)" + _SIGN_WITH_A_KEY_PAIR,
+}
+
 
 class InvalidIDToken(Exception):
     """The ID token failed a check; the message says which (for the log only)."""
@@ -64,7 +77,7 @@ def verified_claims(
         raise InvalidIDToken(f"malformed: {exc}") from exc
     alg = header.get("alg")
     if alg not in ALGORITHMS:
-        raise InvalidIDToken(f"algorithm {alg!r} not accepted")
+        raise InvalidIDToken(f"algorithm {alg!r} not accepted{_ALGORITHM_ADVICE.get(str(alg), '')}")
     kid = header.get("kid")
     candidates = _candidates(keys(kid if isinstance(kid, str) else None), alg, kid)
     if not candidates:

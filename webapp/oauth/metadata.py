@@ -23,6 +23,55 @@ class ProviderUnavailable(Exception):
     """The provider could not be reached, answered an error, or answered nonsense."""
 
 
+class NotThere(ProviderUnavailable):
+    """The provider answered 404 Not Found: an answer, not an outage."""
+
+
+#: OAuth error codes that mean our configuration and the provider's disagree: what to check.
+_MISCONFIGURED = {
+    "invalid_client": "(our client authentication was refused: check client_id, the secret or"
+    " key, and token_endpoint_auth_method against the client's settings at the provider)",
+    "unauthorized_client": "(the client at the provider is not allowed this grant type:"
+    " allow it there, or use a client registered for it)",
+    "unsupported_grant_type": "(the provider does not offer this grant type)",
+}
+
+
+def oauth_error(content: bytes) -> tuple[str | None, str | None]:
+    """The ``error`` and ``error_description`` of an OAuth error answer's JSON body
+    (RFC 6749 §5.2), each None when absent, cut to a length fit for a log line."""
+    try:
+        body = jsonsafe.loads(content)
+    except ValueError:
+        return None, None
+    if not isinstance(body, dict):
+        return None, None
+    error, description = body.get("error"), body.get("error_description")
+    return (
+        error[:64] if isinstance(error, str) and error else None,
+        description[:200] if isinstance(description, str) and description else None,
+    )
+
+
+def error_answer(status: int, content: bytes) -> str:
+    """Say what a provider's error answer was, for the log: its HTTP status, the OAuth
+    error and description when its body has them, and what a known one usually means.
+    A 5xx says the fault is the provider's, since its body rarely does."""
+    error, description = oauth_error(content)
+    return describe_error(status, error, description)
+
+
+def describe_error(status: int | None, error: str | None, description: str | None) -> str:
+    """``error_answer``'s words from their parts (``status`` None: the status is unknown)."""
+    words = [f"HTTP {status}"] if status is not None else []
+    words += [part for part in (error, description) if part]
+    if error in _MISCONFIGURED:
+        words.append(_MISCONFIGURED[error])
+    elif status is not None and status >= 500:
+        words.append("(a failure at the provider: its own log says why)")
+    return " ".join(words)
+
+
 def url_allowed(url: str, *, allow_insecure: bool) -> bool:
     """Return whether we may talk to ``url``: https, or http on loopback / when allowed."""
     if url.startswith("https://"):
@@ -51,7 +100,8 @@ def get_json(
     except requests.RequestException as exc:
         raise ProviderUnavailable(f"GET {url}: {type(exc).__name__}") from exc
     if response.status_code != 200:
-        raise ProviderUnavailable(f"GET {url}: HTTP {response.status_code}")
+        said = f"GET {url}: {error_answer(response.status_code, response.content)}"
+        raise NotThere(said) if response.status_code == 404 else ProviderUnavailable(said)
     try:
         return jsonsafe.loads(response.content)
     except ValueError as exc:
@@ -79,6 +129,8 @@ class ProviderMetadata:
         self.allow_insecure = allow_insecure
         self._issuer_matches = issuer_matches or (lambda configured, found: configured == found)
         self._document: dict[str, Any] | None = None
+        #: The RFC 8414 document (an empty dict once it is known there is none).
+        self._server_document: dict[str, Any] | None = None
         self._jwks_uri = jwks_uri
         self._jwks: list[dict[str, Any]] | None = None
         self._last_refetch = float("-inf")
@@ -120,6 +172,34 @@ class ProviderMetadata:
                 raise ProviderUnavailable(f"{url}: {name} {value!r} is not an allowed URL")
         return doc
 
+    def server_document(self) -> dict[str, Any]:
+        """Return the OAuth authorization server metadata (RFC 8414), fetched once: where
+        the OpenID document leaves an endpoint out (django-oauth-toolkit's names no
+        revocation, introspection or device endpoint), this one may name it.
+
+        Asked at RFC 8414's place (``/.well-known/oauth-authorization-server`` before the
+        issuer's path), then after the issuer, as OpenID discovery is. A document that is
+        not there, or is another issuer's, is an empty one, kept: the provider has none.
+        Unreachable raises ProviderUnavailable and is asked again next time."""
+        if self._server_document is not None:
+            return self._server_document
+        fetched: dict[str, Any] = {}
+        for url in _server_metadata_urls(self.issuer):
+            try:
+                doc = get_json(url, self.conf, allow_insecure=self.allow_insecure)
+            except ProviderUnavailable as exc:
+                if not isinstance(exc, NotThere):
+                    raise
+                continue
+            if isinstance(doc, dict) and isinstance(doc.get("issuer"), str):
+                if self._issuer_matches(self.issuer, doc["issuer"]):
+                    fetched = doc
+                    break
+        with self._lock:
+            if self._server_document is None:
+                self._server_document = fetched
+            return self._server_document
+
     def keys(self, kid: str | None = None) -> list[dict[str, Any]]:
         """Return the provider's JWKs; refetch first if ``kid`` is not among them.
 
@@ -156,3 +236,12 @@ class ProviderMetadata:
         if not isinstance(keys, list):
             raise ProviderUnavailable(f"{uri}: no keys array")
         return [k for k in keys if isinstance(k, dict)]
+
+
+def _server_metadata_urls(issuer: str) -> list[str]:
+    """Where an issuer's RFC 8414 document may be: §3.1's place, then after the issuer."""
+    scheme, _, rest = issuer.rstrip("/").partition("://")
+    host, slash, path = rest.partition("/")
+    inserted = f"{scheme}://{host}/.well-known/oauth-authorization-server{slash}{path}"
+    appended = issuer.rstrip("/") + "/.well-known/oauth-authorization-server"
+    return [inserted] if inserted == appended else [inserted, appended]
