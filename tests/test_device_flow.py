@@ -976,6 +976,31 @@ def _unsigned(fake: FakeIdP) -> None:
     fake.routes["/token"] = lambda request: (200, {}, tokens)
 
 
+def _without_id_token(fake: FakeIdP) -> None:
+    """Answer the poll with a plain token response, as django-oauth-toolkit's device grant
+    does."""
+    tokens = {"access_token": "at-x", "token_type": "Bearer"}
+    fake.routes["/token"] = lambda request: (200, {}, tokens)
+
+
+def test_without_an_id_token_userinfo_names_the_person(make_oauth_app: Any) -> None:
+    """No specification promises an ID token from the device grant (django-oauth-toolkit
+    sends none): the identity then comes from userinfo, asked with the access token."""
+    with fake_device_app(make_oauth_app) as (fake, app):
+        serve_device(fake, polls=["tokens"])
+        _without_id_token(fake)
+        device = Device(app, "fake")
+        assert device.start().status_code == 303
+        device.user_code = "WDJB-MJHT"
+        device.due()
+        done = device.status()
+        assert (done.status_code, done.headers["Location"]) == (302, APP_ORIGIN + "/")
+        assert device.session_json()["user"]["email"] == "fay@example.com"
+        assert fake.hits["/userinfo"] == 1
+        accounts = [(a.provider, a.provider_account_id) for a in table(app, Account)]
+        assert accounts == [("fake", "user-1")]
+
+
 ID_TOKEN_CASES: dict[str, Callable[[FakeIdP], Any]] = {
     "wrong audience": lambda f: f.claims.update(aud="someone-else"),
     "wrong issuer": lambda f: f.claims.update(iss="https://evil.example"),
@@ -984,8 +1009,13 @@ ID_TOKEN_CASES: dict[str, Callable[[FakeIdP], Any]] = {
     "no sub": lambda f: f.claims.update(sub=None),
     "signed with another key": _other_key,
     "alg none": _unsigned,
-    "no id_token": lambda f: f.routes.update(
-        {"/token": lambda r: (200, {}, {"access_token": "at-x", "token_type": "Bearer"})}
+    "no id_token, userinfo without sub": lambda f: (
+        _without_id_token(f),
+        f.userinfo.pop("sub") if f.userinfo else None,
+    ),
+    "no id_token, no userinfo endpoint": lambda f: (
+        _without_id_token(f),
+        f.discovery.pop("userinfo_endpoint"),
     ),
     "userinfo of someone else": lambda f: f.userinfo.update(sub="user-2"),
 }

@@ -337,7 +337,9 @@ def device_login(provider_id: str, qr: bool, print_cookie: bool) -> None:
     with _sign_in_request():
         try:
             token = wait_for_approval(client, code)
-            sign_in_with_token(client, token, nonce=None, form={}, callback_url=None)
+            sign_in_with_token(
+                client, token, nonce=None, form={}, callback_url=None, id_token_required=False
+            )
         except DeviceCodeExpired:
             raise click.ClickException("the code expired before it was approved") from None
         except AuthError as exc:

@@ -10,7 +10,8 @@ per interval, and the others answer from the row; no lock is held while the prov
 answers. The answer then sets the next poll ``interval`` seconds after it. ``slow_down``
 adds 5 seconds to the interval (§3.5). Once approved, the tokens go through the same
 checks and account rules as a normal callback (``sign_in_with_token``; this grant has
-no nonce).
+no nonce, and where the provider gives no ID token, as django-oauth-toolkit does not,
+userinfo names the person).
 
 Each start asks the provider in the app's name and keeps a row, so it is bounded before
 the provider is asked: per client address (``AUTH_DEVICE_IP_LIMIT``), and in all
@@ -265,7 +266,9 @@ def check_device_signin(
     # (oidc-provider does), and a failed sign-in must not leave the row behind.
     write_now(delete(DeviceRequest).where(DeviceRequest.id == row.id))
     cookies.clear_cookie(handle_cookie_name(client.id))
-    return sign_in_with_token(client, token, nonce=None, form={}, callback_url=row.callback_url)
+    return sign_in_with_token(
+        client, token, nonce=None, form={}, callback_url=row.callback_url, id_token_required=False
+    )
 
 
 def _pending_or_end(client: OAuthClient, row: Any, error: str) -> DevicePrompt | DeviceEnded:

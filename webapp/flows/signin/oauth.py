@@ -150,12 +150,17 @@ def sign_in_with_token(
     nonce: str | None,
     form: Mapping[str, str],
     callback_url: str | None,
+    id_token_required: bool = True,
 ) -> str:
     """Sign in with a token response (authorization code or device grant); return where the
     browser goes. Checks the ID token (``nonce``: the one this sign-in sent, if any) and
-    userinfo, applies the linking rules and starts the session."""
+    userinfo, applies the linking rules and starts the session.
+
+    Without ``id_token_required`` (the device grant, whose tokens come straight from the
+    token endpoint, where no specification promises an ID token), a response without one
+    takes the identity from userinfo, whose ``sub`` is then required."""
     cfg = client.config
-    profile, claims = _profile(client, token, nonce, form)
+    profile, claims = _profile(client, token, nonce, form, id_token_required=id_token_required)
     subject, info = _user_info(client, profile)
     session = current_session()
     confirm = linking.confirmation_on_return(session, client.id, subject)
@@ -282,15 +287,24 @@ def _check_iss(client: OAuthClient, iss: str | None) -> None:
 
 
 def _profile(
-    client: OAuthClient, token: Mapping[str, Any], nonce: str | None, form: Mapping[str, str]
+    client: OAuthClient,
+    token: Mapping[str, Any],
+    nonce: str | None,
+    form: Mapping[str, str],
+    *,
+    id_token_required: bool,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Return the profile (ID token claims merged with userinfo) and the ID token claims."""
     cfg = client.config
     claims: dict[str, Any] = {}
-    if client.is_oidc:
-        raw = token.get("id_token")
-        if not isinstance(raw, str):
-            raise AuthError("OAuthCallback", f"{client.id}: no id_token in token response")
+    raw = token.get("id_token")
+    if client.is_oidc and not isinstance(raw, str) and id_token_required:
+        raise AuthError(
+            "OAuthCallback",
+            f"{client.id}: no id_token in token response (the client at the provider needs"
+            " an ID token signing algorithm, e.g. RS256, and the openid scope)",
+        )
+    if client.is_oidc and isinstance(raw, str):
         try:
             claims = validate(
                 raw,
@@ -317,7 +331,13 @@ def _profile(
             if claims and userinfo.get("sub") != claims["sub"]:
                 # OIDC Core §5.3.2: otherwise the answer may be another person's.
                 raise AuthError("OAuthCallback", f"{client.id}: userinfo sub mismatch")
+            if client.is_oidc and not claims and not isinstance(userinfo.get("sub"), str):
+                raise AuthError("OAuthCallback", f"{client.id}: no ID token and no userinfo sub")
             merged.update(userinfo)
+        elif client.is_oidc and not claims:
+            raise AuthError(
+                "OAuthCallback", f"{client.id}: no ID token and no userinfo endpoint to ask"
+            )
         if cfg.preset and cfg.preset.profile_quirk:
             merged = cfg.preset.profile_quirk(merged, fetch, userinfo_endpoint, form)
         return merged
