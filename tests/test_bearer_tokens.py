@@ -388,6 +388,63 @@ def test_only_a_failing_provider_is_an_outage_and_only_refusals_are_cached(
         assert fake.hits["/introspect"] == (3 if answered == 503 else 1)
 
 
+@pytest.mark.parametrize(
+    ("settings", "extra_answer", "accepted"),
+    [
+        ({}, {}, False),
+        ({"bearer_token_type": "optional"}, {}, False),
+        ({"bearer_token_type": "optional", "bearer_subject_claim": "username"}, {}, True),
+        (
+            {"bearer_token_type": "optional", "bearer_subject_claim": "username"},
+            {"token_type": "refresh_token"},
+            False,
+        ),
+        ({"bearer_subject_claim": "username"}, {"token_type": "Bearer"}, True),
+    ],
+    ids=["defaults", "no-subject-claim", "optional-username", "other-type", "typed-username"],
+)
+def test_an_answer_without_token_type_or_sub_needs_the_providers_settings(
+    node_op: Any,
+    make_oauth_app: Any,
+    settings: dict[str, str],
+    extra_answer: dict[str, str],
+    accepted: bool,
+) -> None:
+    """django-oauth-toolkit's introspection answer has neither ``token_type`` nor ``sub``
+    (it names ``username``), both optional in RFC 7662: ``bearer_token_type = "optional"``
+    accepts an answer without a type (never one with another type), and
+    ``bearer_subject_claim`` names the claim that holds the account's subject. A fake
+    endpoint answering as django-oauth-toolkit does (tests/interop runs the real one)."""
+    with fake_idp() as fake:
+        fake.routes["/introspect"] = lambda request: (200, {}, answer)
+        app = make_oauth_app(
+            [
+                node_op.provider_config(
+                    "op-basic",
+                    accept_bearer_tokens=True,
+                    introspection_endpoint=fake.issuer + "/introspect",
+                    **settings,
+                )
+            ]
+        )
+        sign_in_for_token(app)
+        answer = {
+            "active": True,
+            "client_id": "op-basic",
+            "username": stored_account(app).provider_account_id,
+            "scope": "openid",
+            "exp": int(time.time()) + 300,
+            **extra_answer,
+        }
+        response = app.test_client().get("/auth/session", headers=bearer("an-opaque-token"))
+        if accepted:
+            assert response.status_code == 200, response.json
+            assert response.json["user"]["email"] == "alice@example.com"
+        else:
+            assert_refused(response)
+        assert fake.hits["/introspect"] == 1
+
+
 def test_jwt_access_tokens_are_checked_locally(node_op: Any, make_oauth_app: Any) -> None:
     # op-cli is listed too so that the ID token below fails on its typ alone.
     app = make_oauth_app(
@@ -473,12 +530,37 @@ def test_two_introspecting_providers_are_a_start_up_error(
             {"accept_bearer_tokens": True, "bearer_token_audiences": "op-basic"},
             "bearer_token_audiences must be a list of strings",
         ),
+        (
+            {"bearer_token_type": "optional"},
+            "bearer_token_type needs accept_bearer_tokens = true",
+        ),
+        (
+            {"accept_bearer_tokens": True, "bearer_token_type": "sometimes"},
+            "bearer_token_type must be required or optional",
+        ),
+        (
+            {"accept_bearer_tokens": True, "bearer_tokens": "jwt", "bearer_token_type": "optional"},
+            "bearer_token_type is for bearer_tokens = introspection",
+        ),
+        (
+            {"bearer_subject_claim": "username"},
+            "bearer_subject_claim needs accept_bearer_tokens = true",
+        ),
+        (
+            {"accept_bearer_tokens": True, "bearer_subject_claim": " "},
+            "bearer_subject_claim must be a non-empty string",
+        ),
     ],
     ids=[
         "jwt-without-accept",
         "unknown-mode",
         "no-audiences",
         "audiences-not-a-list",
+        "token-type-without-accept",
+        "unknown-token-type",
+        "token-type-with-jwt",
+        "subject-claim-without-accept",
+        "empty-subject-claim",
     ],
 )
 def test_bearer_settings_are_checked_at_start_up(

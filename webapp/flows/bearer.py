@@ -3,13 +3,15 @@
 Only providers with ``accept_bearer_tokens = true`` take part; with none, the header is
 ignored. A token is accepted when it was issued for us (its ``aud``, or for an introspected
 token its ``client_id``, names one of the provider's ``bearer_token_audiences``, by default
-our client id), has not expired, and its ``sub`` is an account linked here. The request is
-then signed in as that account's user for its own duration: no session row, no cookie.
+our client id), has not expired, and its ``sub`` (or the provider's ``bearer_subject_claim``)
+is an account linked here. The request is then signed in as that account's user for its
+own duration: no session row, no cookie.
 
 Two ways to check a token (``bearer_tokens``):
 
 - ``introspection`` (default): ask the provider (RFC 7662), authenticating as our client;
-  it must say ``active`` and ``token_type`` Bearer (a refresh token is active too). A 4xx
+  it must say ``active`` and ``token_type`` Bearer (a refresh token is active too), or, with
+  ``bearer_token_type = "optional"``, at least no other type. A 4xx
   answer (oidc-provider's 400 ``unsupported_token_type`` for any JWT, such as the person's
   own ID token) refuses the token too; only no answer, a timeout, a 5xx, 408, 429 or 401
   (our client credentials refused) is an outage. Answers, positive or not, are kept in a
@@ -233,7 +235,9 @@ def _introspected(client: OAuthClient, token: str) -> _Verdict:
     if answer["active"] is not True:
         return _Verdict(None, None, "inactive")
     token_type = answer.get("token_type")
-    if not isinstance(token_type, str) or token_type.lower() != "bearer":
+    if token_type is None and client.config.bearer_token_type == "optional":
+        pass  # the provider never says, and never introspects a refresh token as active
+    elif not isinstance(token_type, str) or token_type.lower() != "bearer":
         # Not an access token (oidc-provider leaves token_type out for refresh tokens, which
         # introspect as active too), or a DPoP-bound one whose proof we do not check.
         return _Verdict(None, None, f"token_type {token_type!r} is not Bearer")
@@ -243,7 +247,7 @@ def _introspected(client: OAuthClient, token: str) -> _Verdict:
     audiences = set(client.config.bearer_token_audiences)
     if answer.get("client_id") not in audiences and not audiences & _audiences(answer):
         return _Verdict(None, None, "issued to another client")
-    return _subject_and_expiry(answer, leeway=timedelta(0))
+    return _subject_and_expiry(client, answer, leeway=timedelta(0))
 
 
 def _checked_jwt(client: OAuthClient, token: str) -> _Verdict:
@@ -267,17 +271,20 @@ def _checked_jwt(client: OAuthClient, token: str) -> _Verdict:
         return _Verdict(None, None, "not valid yet (nbf)")
     if not isinstance(claims.get("exp"), int | float):
         return _Verdict(None, None, "no exp")
-    return _subject_and_expiry(claims, leeway=leeway)
+    return _subject_and_expiry(client, claims, leeway=leeway)
 
 
-def _subject_and_expiry(claims: Mapping[str, Any], *, leeway: timedelta) -> _Verdict:
+def _subject_and_expiry(
+    client: OAuthClient, claims: Mapping[str, Any], *, leeway: timedelta
+) -> _Verdict:
     exp = claims.get("exp")
     expires = _moment(exp) if isinstance(exp, int | float) else None
     if expires is not None and expires + leeway <= utcnow():
         return _Verdict(None, None, "expired")
-    sub = claims.get("sub")
+    name = client.config.bearer_subject_claim
+    sub = claims.get(name)
     if not isinstance(sub, str) or not sub or len(sub) > 255:
-        return _Verdict(None, None, "no usable sub")
+        return _Verdict(None, None, f"no usable {name}")
     return _Verdict(sub, expires)
 
 

@@ -11,6 +11,10 @@ from webapp.oauth.presets import OIDC_PROFILE, Preset
 #: How a bearer token of this provider is checked: at its introspection endpoint (RFC 7662)
 #: or locally, as a signed JWT access token (RFC 9068) against its JWKS.
 BEARER_MODES = ("introspection", "jwt")
+#: Whether an introspection answer must say ``token_type`` Bearer (``required``), or may
+#: leave it out (``optional``: for a provider that never introspects a refresh token as
+#: active, such as django-oauth-toolkit).
+BEARER_TOKEN_TYPES = ("required", "optional")
 #: What signing out here does at the provider: nothing (None), or OpenID Connect
 #: RP-Initiated Logout 1.0 (the browser goes to its end_session_endpoint).
 LOGOUT_MODES = ("rp-initiated",)
@@ -50,6 +54,11 @@ class OAuthConfig:
     #: What a bearer token's ``aud`` (or introspected ``client_id``) must name; default
     #: our client id.
     bearer_token_audiences: tuple[str, ...] = ()
+    #: See BEARER_TOKEN_TYPES (introspection only).
+    bearer_token_type: str = "required"
+    #: The claim of an introspection answer or JWT access token that holds the account's
+    #: subject (the ``sub`` of the person's ID tokens).
+    bearer_subject_claim: str = "sub"
     authorization_params: Mapping[str, str] = field(default_factory=dict)
     response_mode: str | None = None
     profile: Mapping[str, str | list[str]] = field(default_factory=lambda: OIDC_PROFILE)

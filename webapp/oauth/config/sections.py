@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webapp.oauth.config.model import BEARER_MODES, LOGOUT_MODES
+from webapp.oauth.config.model import BEARER_MODES, BEARER_TOKEN_TYPES, LOGOUT_MODES
 from webapp.oauth.config.table import Table
 from webapp.oauth.presets import OIDC_PROFILE, PRESETS, Preset, entra_issuer
 from webapp.settings import ConfigError
@@ -177,7 +177,24 @@ def bearer_tokens(
         and all(isinstance(a, str) and a for a in audiences)
     ):
         raise ConfigError(f"{table.where}: bearer_token_audiences must be a list of strings")
-    return {"bearer_tokens": mode, "bearer_token_audiences": tuple(audiences)}
+    token_type = table.text("bearer_token_type")
+    subject_claim = table.text("bearer_subject_claim")
+    if mode is None and (token_type or subject_claim):
+        named = "bearer_token_type" if token_type else "bearer_subject_claim"
+        raise ConfigError(f"{table.where}: {named} needs accept_bearer_tokens = true")
+    if token_type is not None and token_type not in BEARER_TOKEN_TYPES:
+        raise ConfigError(f"{table.where}: bearer_token_type must be required or optional")
+    if token_type is not None and mode != "introspection":
+        raise ConfigError(
+            f"{table.where}: bearer_token_type is for bearer_tokens = introspection"
+            " (a JWT access token's typ says what it is)"
+        )
+    return {
+        "bearer_tokens": mode,
+        "bearer_token_audiences": tuple(audiences),
+        "bearer_token_type": token_type or "required",
+        "bearer_subject_claim": subject_claim or "sub",
+    }
 
 
 def _bearer_mode(table: Table) -> str | None:

@@ -34,6 +34,8 @@ FIELDS = frozenset(
         "accept_bearer_tokens",
         "bearer_tokens",
         "bearer_token_audiences",
+        "bearer_token_type",
+        "bearer_subject_claim",
         "client_id",
         "client_secret",
         "token_endpoint_auth_method",
