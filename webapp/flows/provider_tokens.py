@@ -19,10 +19,12 @@ revoke-tokens``). It never blocks what it accompanies: a failure is logged and a
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from flask import Flask
 from sqlalchemy import select
 from sqlalchemy.orm import Session as OrmSession
 from sqlalchemy.orm.attributes import flag_modified
@@ -36,6 +38,7 @@ from webapp.oauth.client import OAuthClient
 from webapp.oauth.client_auth import GrantRefused
 from webapp.oauth.metadata import ProviderUnavailable
 from webapp.providers import oauth_client
+from webapp.providers.oauth import OAuthProvider
 from webapp.settings import current_settings
 from webapp.storage.database import autocommit_connection
 from webapp.storage.db import db
@@ -214,22 +217,20 @@ def _forget_tokens(account: Account) -> None:
 
 
 def revoke_tokens(account: Account, *, forget: bool) -> bool:
-    """Revoke the account's refresh token (else its access token) at its provider.
+    """Revoke the account's refresh token, then its access token, at its provider.
+
+    Both: RFC 7009 §2.1 says revoking a refresh token SHOULD end the grant's access tokens,
+    and some providers (Glewlwyd, whose access tokens are JWTs) do not. An access token
+    that has expired is left alone, and after a failure nothing more is tried.
 
     Returns whether the provider confirmed; never raises. A provider without a revocation
-    endpoint is no failure (there is nothing to call); anything else that goes wrong is
-    logged and sent as ``revocation_failed``. With ``forget`` the tokens are cleared from
-    the row (in the caller's transaction) either way.
+    endpoint is no failure (there is nothing to call) but is warned about; anything else
+    that goes wrong is logged and sent as ``revocation_failed``. With ``forget`` the tokens
+    are cleared from the row (in the caller's transaction) either way.
     """
-    token, hint = (
-        (account.refresh_token, "refresh_token")
-        if account.refresh_token
-        else (account.access_token, "access_token")
-    )
-    confirmed = token is None
-    if token is not None:
+    confirmed = True
+    for token, hint in _revocable(account):
         failure = _revoke(account, token, hint)
-        confirmed = failure is None
         trail.record(
             trail.Event.TOKEN_REVOKED,
             user_id=account.user_id,
@@ -237,9 +238,22 @@ def revoke_tokens(account: Account, *, forget: bool) -> bool:
             error=failure,
             detail={"account": account.id, "kind": hint},
         )
+        if failure is not None:
+            confirmed = False
+            break
     if forget:
         _forget_tokens(account)
     return confirmed
+
+
+def _revocable(account: Account) -> list[tuple[str, str]]:
+    """The account's tokens worth revoking, each with its ``token_type_hint``."""
+    tokens = []
+    if account.refresh_token:
+        tokens.append((account.refresh_token, "refresh_token"))
+    if account.access_token and (account.expires_at is None or account.expires_at > utcnow()):
+        tokens.append((account.access_token, "access_token"))
+    return tokens
 
 
 def _revoke(account: Account, token: str, hint: str) -> str | None:
@@ -249,7 +263,14 @@ def _revoke(account: Account, token: str, hint: str) -> str | None:
     if client is not None:
         try:
             if not client.can_revoke():
-                log.info("%s has no revocation endpoint; tokens not revoked", account.provider)
+                log.warning(
+                    "%s: no revocation endpoint (configured, in its OpenID discovery or its"
+                    " RFC 8414 metadata): the %s of user %s stays valid at the provider until"
+                    " it expires",
+                    account.provider,
+                    hint,
+                    account.user_id,
+                )
                 return trail.REVOCATION_UNSUPPORTED
             client.revoke(token, hint)
             log.info("revoked %s %s of user %s", account.provider, hint, account.user_id)
@@ -267,3 +288,43 @@ def _revoke(account: Account, token: str, hint: str) -> str | None:
         user_id=account.user_id, provider=account.provider, account_id=account.id, reason=problem
     )
     return trail.REVOCATION_FAILED
+
+
+def check_revocation_endpoints(app: Flask) -> None:
+    """Warn at start-up about each provider that revokes at sign-out (``revoke_on_signout``)
+    where no revocation endpoint can be found: configured, in its OpenID discovery, or in
+    its RFC 8414 metadata. Revoking would quietly do nothing there.
+
+    An OpenID provider's documents are read in a background thread, by a client of its own,
+    so that a provider that is down delays nothing and no lock of the app's clients is
+    held if the server forks its workers meanwhile."""
+    for provider in app.extensions["webapp.providers"].values():
+        if not isinstance(provider, OAuthProvider) or not provider.config.revoke_on_signout:
+            continue
+        client = OAuthClient(provider.config, provider.client.conf)
+        if client.is_oidc and client.config.revocation_endpoint is None:
+            threading.Thread(target=_check_revocation_endpoint, args=(client,), daemon=True).start()
+        else:
+            _check_revocation_endpoint(client)
+
+
+def _check_revocation_endpoint(client: OAuthClient) -> None:
+    try:
+        endpoint = client.endpoint("revocation_endpoint")
+    except ProviderUnavailable as exc:
+        log.warning(
+            "%s: revoke_on_signout is on, and whether there is a revocation endpoint could"
+            " not be checked: %s",
+            client.id,
+            logsafe.encode(str(exc)),
+        )
+        return
+    if endpoint is not None:
+        log.info("%s: revoke_on_signout: tokens are revoked at %s", client.id, endpoint)
+        return
+    log.warning(
+        "%s: revoke_on_signout is on, but no revocation endpoint is configured, in its OpenID"
+        " discovery or in its RFC 8414 metadata: nothing will be revoked there (name"
+        " revocation_endpoint in the provider's table)",
+        client.id,
+    )

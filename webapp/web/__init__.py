@@ -26,6 +26,7 @@ from werkzeug.exceptions import HTTPException
 
 from webapp.flows import notices
 from webapp.flows.bearer import init_app as init_bearer_tokens
+from webapp.flows.provider_tokens import check_revocation_endpoints
 from webapp.flows.signin import email
 from webapp.mail.delivery import log_delivery
 from webapp.passkeys import relying_party
@@ -64,6 +65,7 @@ def init_app(
     notices.init_app(app, conf, own_mail_transport=own_mail_transport)
     log_delivery(conf, own_mail_transport=own_mail_transport)
     init_bearer_tokens(app)
+    check_revocation_endpoints(app)
     app.register_blueprint(auth_routes.bp, url_prefix=conf.base_path or None)
     app.register_blueprint(account_routes.bp)
     app.register_blueprint(account_api.bp, url_prefix=ACCOUNT_PATH + "/api")
