@@ -219,7 +219,7 @@ def test_a_plain_oauth_provider_without_a_revocation_endpoint_is_warned_about_at
             400,
             {"error": "unauthorized_client"},
             "token endpoint: HTTP 400 unauthorized_client (the client at the provider is not"
-            " allowed this grant type",
+            " allowed this grant type, or (Glewlwyd) its credentials were refused",
         ),
         (
             500,

@@ -31,8 +31,8 @@ class NotThere(ProviderUnavailable):
 _MISCONFIGURED = {
     "invalid_client": "(our client authentication was refused: check client_id, the secret or"
     " key, and token_endpoint_auth_method against the client's settings at the provider)",
-    "unauthorized_client": "(the client at the provider is not allowed this grant type:"
-    " allow it there, or use a client registered for it)",
+    "unauthorized_client": "(the client at the provider is not allowed this grant type, or"
+    " (Glewlwyd) its credentials were refused: check both there)",
     "unsupported_grant_type": "(the provider does not offer this grant type)",
 }
 
