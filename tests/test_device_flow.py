@@ -999,6 +999,9 @@ def test_without_an_id_token_userinfo_names_the_person(make_oauth_app: Any) -> N
         assert fake.hits["/userinfo"] == 1
         accounts = [(a.provider, a.provider_account_id) for a in table(app, Account)]
         assert accounts == [("fake", "user-1")]
+        # A logout token naming the person reaches this session (no sid: no ID token).
+        sessions = [(s.provider, s.provider_sub, s.provider_sid) for s in table(app, Session)]
+        assert sessions == [("fake", "user-1", None)]
 
 
 ID_TOKEN_CASES: dict[str, Callable[[FakeIdP], Any]] = {

@@ -184,7 +184,7 @@ def sign_in_with_token(
         amr=_amr(client, claims),
         callback_url=callback_url,
         profile=profile,
-        provider_session=_provider_session(claims, token),
+        provider_session=_provider_session(client, claims, token, subject),
     )
 
 
@@ -206,11 +206,15 @@ def _amr(client: OAuthClient, claims: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def _provider_session(
-    claims: Mapping[str, Any], token: Mapping[str, Any]
+    client: OAuthClient, claims: Mapping[str, Any], token: Mapping[str, Any], subject: str
 ) -> ProviderSession | None:
-    """What the new session keeps for provider logout (OpenID Connect sign-ins only)."""
-    if not claims:
+    """What the new session keeps for provider logout (OpenID Connect sign-ins only). A
+    device sign-in without an ID token keeps userinfo's ``sub``, so that a logout token
+    naming the person reaches it."""
+    if not client.is_oidc:
         return None
+    if not claims:
+        return ProviderSession(sid=None, sub=subject, id_token=None)
 
     def fitting(value: Any) -> str | None:
         # A value that does not fit the column is not stored (a cut one would be another).
