@@ -22,7 +22,8 @@ listens on already is refused at start-up); ``WEB_CONCURRENCY``
 embedding application's own ``module:app``, which calls ``create_app(hooks=…)``);
 ``MALLOC_ARENA_MAX`` (glibc's own: the most malloc arenas per process, 2 unless set). The
 app's own settings (AUTH_URL, AUTH_SECRET, DATABASE_URL, AUTH_TRUST_HOST, ...) are read by
-the app as always.
+the app as always; its AUTH_LOG_FORMAT (``json``) also makes this server's own lines and
+the access log JSON objects.
 
 Memory: this process imports the app's libraries (``PRELOADED``) before it forks the
 workers, which share them; each worker imports the app itself.
@@ -39,9 +40,13 @@ import copy
 import ctypes
 import gc
 import importlib
+import importlib.util
+import logging
 import multiprocessing
 import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 from granian.constants import HTTPModes, Interfaces
@@ -128,20 +133,42 @@ def preload_libraries() -> None:
     gc.freeze()
 
 
-def logging_config() -> dict[str, object]:
+def logging_config(log_format: str = "text") -> dict[str, object]:
     """granian's logging, plus the app's access log (``webapp.telemetry.logs``) on stdout,
     one line per request with its request id (granian's own access log is off: it can
-    neither carry the id the app gives a request nor redact a link's token)."""
+    neither carry the id the app gives a request nor redact a link's token). With
+    ``log_format`` ``json`` (the app's AUTH_LOG_FORMAT), granian's lines and the access
+    lines are JSON objects, as the app's are."""
     config = copy.deepcopy(LOGGING_CONFIG)
     config["loggers"]["webapp.access"] = {  # type: ignore[index]
         "handlers": ["access"],
         "level": "INFO",
         "propagate": False,
     }
+    if log_format == "json":
+        # granian's two formatters: its own lines' and the access log's.
+        config["formatters"] = {"generic": {"()": json_lines}, "access": {"()": json_lines}}
     return config
 
 
-def server() -> Server:  # type: ignore[type-arg]
+def json_lines() -> logging.Formatter:
+    """The app's JSON line formatter (webapp/telemetry/jsonlines.py), loaded from its file,
+    which imports the standard library only: importing it as ``webapp.telemetry.jsonlines``
+    would import the app's package in this process, and the workers forked from it would
+    then keep this release's code after a SIGHUP. Each worker loads the file anew when it
+    sets up its logging."""
+    package = importlib.util.find_spec("webapp")  # finds the package without importing it
+    assert package is not None and package.submodule_search_locations
+    path = Path(package.submodule_search_locations[0]) / "telemetry" / "jsonlines.py"
+    spec = importlib.util.spec_from_file_location("_webapp_jsonlines", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    formatter: logging.Formatter = module.JsonLines()
+    return formatter
+
+
+def server(log_format: str = "text") -> Server:  # type: ignore[type-arg]
     env = os.environ
     pid_file = env.get("PID_FILE")
     host, port = env.get("HOST", "127.0.0.1"), int(env.get("PORT", "8000"))
@@ -159,7 +186,7 @@ def server() -> Server:  # type: ignore[type-arg]
             header_read_timeout=HEADER_SECONDS * 1000, keep_alive=True, max_buffer_size=HEADER_BYTES
         ),
         log_level=LogLevels.info,
-        log_dictconfig=logging_config(),
+        log_dictconfig=logging_config(log_format),
         log_access=False,
         respawn_failed_workers=True,
         workers_kill_timeout=GRACEFUL_SECONDS,
@@ -187,8 +214,47 @@ def refuse_a_taken_port(host: str, port: int) -> None:
         raise SystemExit(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
 
 
+def check_app(target: str) -> str:
+    """Build the app once, in a child process, before any worker starts: a settings mistake
+    (no AUTH_SECRET, a bad DATABASE_URL) then stops the server with the one line that names
+    it and status 1, instead of every worker crashing on it and being respawned. A child, so
+    that this process imports none of the app's own modules (SIGHUP must load them anew).
+    Returns the app's AUTH_LOG_FORMAT, which this server's own lines follow."""
+    checked = subprocess.run(
+        [sys.executable, __file__, "--check-app", target],
+        cwd=Path(__file__).resolve().parent.parent,
+        check=False,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    if checked.returncode != 0:
+        raise SystemExit(checked.returncode)
+    return (checked.stdout.split() or ["text"])[-1]
+
+
+def _build_app(target: str) -> None:
+    """``check_app``'s child: import ``module:attribute``; a ConfigError is one line. Prints
+    the app's AUTH_LOG_FORMAT for the parent."""
+    from webapp.settings import ConfigError
+    from webapp.settings.model import EXTENSION_KEY
+
+    # Its start-up lines are the workers' to write.
+    logging.disable(logging.CRITICAL)
+    module, _, attribute = target.partition(":")
+    try:
+        app = getattr(importlib.import_module(module), attribute or "app")
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+    settings = getattr(app, "extensions", {}).get(EXTENSION_KEY)
+    print(settings.log_format if settings else "text")
+
+
 if __name__ == "__main__":
-    configured = server()
+    if sys.argv[1:2] == ["--check-app"]:
+        _build_app(sys.argv[2])
+        raise SystemExit(0)
+    configured = server(check_app(os.environ.get("WSGI_APP", "webapp.wsgi:app")))
     limit_malloc_arenas()
     preload_libraries()
     configured.serve()

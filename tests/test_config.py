@@ -17,8 +17,15 @@ SECRET = "s" * 40
 POOLED = {"DATABASE_POOLER": "transaction", "DATABASE_URL": "postgresql://u:pw@pooler:6432/app"}
 
 
+#: A database URL for production settings, which need one (set DATABASE_URL="" for none).
+DATABASE = {"DATABASE_URL": "postgresql://app@db.example/app"}
+
+
 def settings(env=None, **overrides):
-    return load_settings(env or {}, overrides, instance_path="/tmp/webapp-test-instance")
+    env = env or {}
+    if env.get("APP_ENV") != "development":
+        env = {**DATABASE, **env}
+    return load_settings(env, overrides, instance_path="/tmp/webapp-test-instance")
 
 
 def test_production_requires_auth_secret():
@@ -171,7 +178,10 @@ def test_secret_never_appears_in_errors():
         ({"MIGRATE_ON_START": "maybe"}, "MIGRATE_ON_START must be true or false"),
         ({"DATABASE_DIRECT_URL": "sqlite:///x.db"}, "DATABASE_DIRECT_URL must be a PostgreSQL"),
         # Known bad behind a transaction pooler (docs/scaling.md):
-        ({"DATABASE_POOLER": "transaction"}, "needs a PostgreSQL DATABASE_URL"),
+        (
+            {"DATABASE_POOLER": "transaction", "DATABASE_URL": "sqlite:////tmp/x.db"},
+            "needs a PostgreSQL DATABASE_URL",
+        ),
         (
             {**POOLED, "DATABASE_URL": POOLED["DATABASE_URL"] + "?prepare_threshold=5"},
             "DATABASE_URL sets prepare_threshold",
@@ -216,6 +226,7 @@ def test_behind_a_transaction_pooler_no_statement_is_prepared_and_migrations_go_
         **POOLED,
         "DATABASE_DIRECT_URL": "postgres://u:pw@db:5432/app",
         "MIGRATE_ON_START": "true",
+        "EMAIL_SERVER": "smtp://mail.example",
     }
     conf = settings(env)
     assert conf.transaction_pooler and conf.migrate_on_start

@@ -11,13 +11,17 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import sqlalchemy as sa
 from flask import Flask
 
 from webapp import create_app
+from webapp.storage.db import db
+from webapp.storage.schema_upgrade import VERSION_TABLE, code_revisions
 from webapp.web.error_answers import RETRY_AFTER
 from webapp.web.health import READY_TIMEOUT
 
 from .support.config import base_config
+from .support.databases import migrate_database
 from .support.faults import syn_dropping_port
 
 #: A request's own work on a shared 2-core machine, beyond the waits the app allows itself.
@@ -40,6 +44,8 @@ def test_healthz_answers_without_the_database(app, client, count_sql):
 
 
 def test_readyz_is_one_trivial_statement(app, client, count_sql):
+    """Once the schema has been found at this release's revision (the first check)."""
+    assert client.get("/readyz").status_code == 200
     with count_sql() as sql:
         r = client.get("/readyz")
     assert (r.status_code, r.json) == (200, {"status": "ok"})
@@ -90,3 +96,53 @@ def test_the_access_log_writes_health_checks_at_debug_only(app, caplog, level, l
             client.get(path).close()  # the access line is written when the answer closes
     paths = [rec.getMessage().split()[2] for rec in caplog.records if rec.name == "webapp.access"]
     assert paths == (logged or ["/healthz", "/readyz", "/auth/csrf"])
+
+
+def _readyz(database_url: str, caplog: pytest.LogCaptureFixture) -> tuple[int, list[str]]:
+    """Two checks of a new app on ``database_url``: the status, and what was logged."""
+    app = _app_on(database_url)
+    client = app.test_client()
+    with caplog.at_level(logging.INFO, logger="webapp.web.health"):
+        statuses = {client.get("/readyz").status_code for _ in range(2)}
+    with app.app_context():
+        db.engine.dispose()
+    assert len(statuses) == 1
+    said = [r.getMessage() for r in caplog.records if r.name == "webapp.web.health"]
+    return statuses.pop(), said
+
+
+def test_readyz_on_a_schema_never_migrated_is_503_naming_the_command(
+    empty_database: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Otherwise the balancer would send every request to an instance that answers each
+    one with a cookie 503."""
+    status, said = _readyz(empty_database, caplog)
+    assert status == 503
+    [head] = code_revisions()[1]
+    assert said == [
+        f"not ready: the schema is at nothing (never migrated), this release needs {head}:"
+        " run flask auth migrate"
+    ]
+
+
+def test_readyz_on_a_schema_one_migration_behind_is_503_until_migrated(
+    empty_database: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    migrate_database(empty_database, "0007_audit_trail")
+    status, said = _readyz(empty_database, caplog)
+    assert status == 503 and "the schema is at 0007_audit_trail" in said[0]
+    migrate_database(empty_database)
+    caplog.clear()
+    assert _readyz(empty_database, caplog) == (200, [])
+
+
+def test_readyz_on_a_schema_a_newer_release_migrated_is_ready(
+    empty_database: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A rolling deploy migrates first: the instances still on this release keep serving."""
+    migrate_database(empty_database)
+    engine = sa.create_engine(empty_database, poolclass=sa.pool.NullPool)
+    with engine.begin() as conn:
+        conn.execute(sa.text(f"UPDATE {VERSION_TABLE} SET version_num = '0009_from_the_future'"))
+    engine.dispose()
+    assert _readyz(empty_database, caplog) == (200, [])

@@ -37,7 +37,10 @@ def renamed(monkeypatch):
 
 
 def settings(env, tmp_path):
-    return load_settings(env, instance_path=tmp_path)
+    # Production settings need a database URL.
+    return load_settings(
+        {"DATABASE_URL": "postgresql://app@db.example/app", **env}, instance_path=tmp_path
+    )
 
 
 def warnings_of(caplog):
@@ -83,7 +86,10 @@ def test_each_old_name_used_is_warned_about(caplog, tmp_path):
 
 def test_an_old_name_works_in_app_config(caplog, tmp_path):
     sources = Sources.of_app(
-        {"AUTH_BASE_URL": URL, "AUTH_KEY": SECRET}, None, root_path=str(tmp_path), defaults={}
+        {"AUTH_BASE_URL": URL, "AUTH_KEY": SECRET, "DATABASE_URL": "postgresql://app@db/app"},
+        None,
+        root_path=str(tmp_path),
+        defaults={},
     )
     with caplog.at_level(logging.WARNING, logger="webapp.settings"):
         conf = settings_from(sources, instance_path=tmp_path)

@@ -7,12 +7,14 @@ import json
 import re
 from collections import Counter
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import click
 from flask import current_app, g
 from flask.cli import AppGroup
 from flask.ctx import RequestContext
 from sqlalchemy import ColumnElement, delete, select
+from sqlalchemy.exc import OperationalError
 
 from webapp.audit import throttles, trail
 from webapp.browser_state import cookies
@@ -54,12 +56,28 @@ from webapp.ui.qr import print_qr
 #: pyproject.toml's ``[project] name``: the distribution whose version ``--version`` prints.
 DISTRIBUTION = "webapp-signin"
 
+
 # An eager option: it prints and exits before any command asks for the app, so it needs no
 # settings (pyproject.toml registers this group as a ``flask.commands`` entry point, so that
 # ``flask auth`` is found without loading the app either).
+class _Commands(AppGroup):
+    """``flask auth``'s commands, where a database that cannot be reached is one line
+    naming it and a non-zero status, not a driver's traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except OperationalError as exc:
+            # The driver's first line names the host and port, never the password.
+            reason = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
+            raise click.ClickException(
+                f"the database (DATABASE_URL) cannot be reached: {logsafe.encode(reason)}"
+            ) from None
+
+
 auth_cli = click.version_option(
     package_name=DISTRIBUTION, prog_name=DISTRIBUTION, message="%(prog)s %(version)s"
-)(AppGroup("auth", help="Inspect and clean up sign-in data."))
+)(_Commands("auth", help="Inspect and clean up sign-in data."))
 
 
 @auth_cli.command("cleanup")

@@ -64,6 +64,8 @@ def run_server(tmp_path: Path, *, database: str | None = None, **settings: str) 
         "AUTH_SECRET": TEST_SECRET,
         "AUTH_URL": f"http://127.0.0.1:{port}/auth",
         "DATABASE_URL": database,
+        # A sign-in method, which production needs (nothing here sends mail).
+        "EMAIL_SERVER": "smtp://127.0.0.1:2525",
         "PORT": str(port),
         "WEB_CONCURRENCY": "1",
         **settings,

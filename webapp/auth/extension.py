@@ -38,7 +38,7 @@ from webapp.core.hooks import AuthHooks
 from webapp.core.jsonsafe import JSONProvider
 from webapp.sessions.store import AuthUser, current_session
 from webapp.settings import Settings, Sources, install, settings_from
-from webapp.settings.dev_server import dev_server
+from webapp.settings.dev_server import dev_server, loaded_by_a_command
 from webapp.storage import database, sql_counts, transactions
 from webapp.telemetry import logs
 from webapp.ui.assets import TEMPLATES_DIR
@@ -108,18 +108,21 @@ class Auth:
         if type(app.json) is DefaultJSONProvider:
             app.json = JSONProvider(app)
 
-        logs.init_app(app)
+        logs.init_app(app, conf)
         database.init_app(app)
         transactions.init_app(app)
         if conf.sql_count_headers:
             sql_counts.init_app(app, conf)
         csrf.init_app(app)
         _init_login(app)
+        # A command (flask auth cleanup) serves nothing: no start-up lines about serving.
+        serving = not loaded_by_a_command()
         web.init_app(
             app,
             conf,
             site_error_pages=self.site_error_pages,
             own_mail_transport=own_mail_transport,
+            serving=serving,
         )
         ui.init_app(app, conf, ours=None if self.site_error_pages else web.our_requests(conf))
         i18n.init_app(app, conf)
@@ -136,6 +139,8 @@ class Auth:
             proxies.wrap(hosts.wrap(app, conf, error_answers.expects_json), conf.trusted_proxies),
             quiet_paths=health.PATHS,
         )
+        if not serving:
+            return
         log.info(
             "serving %s; trusting %s; also answering to %s",
             conf.auth_url,

@@ -71,6 +71,34 @@ def build_providers(conf: Settings, *, own_mail_transport: bool) -> dict[str, Pr
     return built
 
 
+def refuse_serving_without_methods(built: Mapping[str, Provider], conf: Settings) -> None:
+    """Stop a production server that has no way to sign in: its sign-in page would tell
+    people to read the README. (A command, ``flask auth migrate``, needs none.)"""
+    if not built and not conf.is_development:
+        raise ConfigError(
+            "no sign-in method is configured: set EMAIL_SERVER for e-mail sign-in, or"
+            " declare providers in AUTH_CONFIG or AUTH_<PRESET>_ID (README, Providers)"
+        )
+
+
+def describe_methods(
+    built: Mapping[str, Provider], conf: Settings, *, own_mail_transport: bool
+) -> str:
+    """One line for the start-up log: the sign-in methods that are on, and, when e-mail
+    sign-in is not among them, why (declaring any provider turns off the development
+    outbox's e-mail sign-in, which people who signed up by e-mail would miss)."""
+    methods = ", ".join(f"{pid} ({p.type})" for pid, p in built.items()) or "none"
+    if any(p.type == "email" for p in built.values()):
+        return f"sign-in methods: {methods}"
+    why = "no EMAIL_SERVER"
+    if conf.is_development and conf.provider_configs and not own_mail_transport:
+        why += (
+            ", and providers are declared, none of type email (the development outbox"
+            " stands in only when none is)"
+        )
+    return f"sign-in methods: {methods}; e-mail sign-in is off: {why}"
+
+
 def oauth_client(provider_id: str) -> OAuthClient | None:
     """Return the protocol client of an OAuth/OIDC provider (None for other kinds or ids)."""
     provider = providers().get(provider_id)

@@ -6,7 +6,26 @@ A provider is configuration only; signing in through one is the adapter of its k
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from typing import Any
+
 from webapp.core import urls
+from webapp.settings import ConfigError
+from webapp.settings.parsers import nearest
+
+#: The fields every provider table has.
+COMMON_FIELDS = frozenset({"id", "type", "name"})
+
+
+def refuse_unknown_fields(entry: Mapping[str, Any], fields: Iterable[str]) -> None:
+    """Refuse a field of a provider's table that its kind does not take, naming the
+    nearest one it does (keys starting with ``_`` are the settings loader's own)."""
+    allowed = COMMON_FIELDS | set(fields)
+    for key in entry:
+        if key not in allowed and not key.startswith("_"):
+            raise ConfigError(
+                f"provider {entry['id']!r}: unknown field {key!r}" + nearest(key, allowed)
+            )
 
 
 class Provider:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webapp.i18n import N_, gettext
-from webapp.providers.base import Provider
+from webapp.providers.base import Provider, refuse_unknown_fields
 from webapp.settings import ConfigError, Settings
 
 #: The demo hook's only password. The demo exists in development only (settings refuse it
@@ -55,6 +55,7 @@ def demo_provider() -> CredentialsProvider:
 
 
 def build(entry: Mapping[str, Any], conf: Settings) -> Provider:
+    refuse_unknown_fields(entry, ("fields",))
     raw_fields = entry.get("fields")
     fields: tuple[Field, ...] = DEFAULT_FIELDS
     if raw_fields is not None:

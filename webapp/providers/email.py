@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from webapp.mail.delivery import Mailer, mailer_from_settings
-from webapp.providers.base import Provider
+from webapp.providers.base import Provider, refuse_unknown_fields
 from webapp.settings import ConfigError, Settings
 
 
@@ -32,6 +32,7 @@ def build(
 ) -> Provider:
     """A declared e-mail provider. ``own_mail_transport``: the application delivers mail
     itself, so the provider needs no EMAIL_SERVER (``build_providers`` passes it)."""
+    refuse_unknown_fields(entry, ())
     try:
         mailer = mailer_from_settings(conf, own_mail_transport=own_mail_transport)
     except ConfigError as exc:

@@ -21,6 +21,7 @@ from webapp.settings.core import (
     is_ip_address,
     is_loopback_url,
     read_environment,
+    read_log_format,
     read_secrets,
     read_site,
 )
@@ -99,10 +100,11 @@ def settings_from(
     instance = Path(instance_path)
     env = read_environment(sources)
     development = env == "development"
+    log_format = read_log_format(sources)
     keys = read_secrets(sources, development, instance)
     site = read_site(sources, development, served)
     auth_url: str = site["auth_url"]
-    database = read_database(sources, instance)
+    database = read_database(sources, instance, development)
     providers = read_providers(sources, development)
     pages = read_pages(sources)
     passkeys = read_passkeys(sources, development, auth_url)
@@ -112,18 +114,22 @@ def settings_from(
     # transport, or the development outbox.
     can_mail = email["email_server"] is not None or own_mail_transport or development
     audit = read_audit(sources, can_mail=can_mail)
+    sessions = read_sessions(sources)
+    custom_pages = read_custom_pages(sources, auth_url)
+    sources.refuse_unknown_keys()
     return Settings(
         env=env,
+        log_format=log_format,
         config_path=sources.config_path,
         **keys,
         **site,
         **database,
         **providers,
         **pages,
-        **read_custom_pages(sources, auth_url),
+        **custom_pages,
         **passkeys,
         **bounds,
         **email,
         **audit,
-        **read_sessions(sources),
+        **sessions,
     )

@@ -1,4 +1,5 @@
-"""The core settings: the environment, the secrets, and the address the site answers at.
+"""The core settings: the environment, the secrets, the address the site answers at, and
+how log lines are written.
 
 Every other section may depend on these (development defaults, AUTH_URL's host), so they
 are read first. Development works with none of them given; production needs AUTH_SECRET
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from webapp.settings.model import ConfigError, TrustedProxies
+from webapp.settings.model import ConfigError, Settings, TrustedProxies
 from webapp.settings.parsers import opt_str, parse_bool
 from webapp.settings.sources import Sources
 
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ENVIRONMENTS = ("development", "production")
+#: How log lines are written: plain text (the default) or one JSON object per line.
+LOG_FORMATS = ("text", "json")
 #: The development AUTH_URL when none is given: ``localhost`` (a domain name, so passkeys
 #: work; browsers refuse an IP address as their relying party) on the port ``flask run``
 #: serves (its default when another server runs the app).
@@ -40,6 +43,15 @@ def read_environment(sources: Sources) -> str:
     if env not in ENVIRONMENTS:
         raise ConfigError(f"APP_ENV must be one of {', '.join(ENVIRONMENTS)}; got {env!r}")
     return env
+
+
+def read_log_format(sources: Sources) -> str:
+    """AUTH_LOG_FORMAT: how every line the app (and deploy/serve.py's server) logs is written."""
+    given = sources.get("AUTH_LOG_FORMAT", "log_format")
+    log_format = str(given or Settings.log_format).strip().lower()
+    if log_format not in LOG_FORMATS:
+        raise ConfigError(f"AUTH_LOG_FORMAT must be one of {', '.join(LOG_FORMATS)}; got {given!r}")
+    return log_format
 
 
 def read_secrets(sources: Sources, development: bool, instance_path: Path) -> dict[str, Any]:

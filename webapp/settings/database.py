@@ -6,9 +6,13 @@ are refused here, at start-up.
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 from webapp.settings.model import ConfigError, Settings
 from webapp.settings.parsers import opt_str, parse_bool, parse_int
@@ -20,15 +24,23 @@ from webapp.settings.sources import Sources
 POOLERS = ("none", "transaction")
 
 
-def read_database(sources: Sources, instance_path: Path) -> dict[str, Any]:
+def read_database(sources: Sources, instance_path: Path, development: bool) -> dict[str, Any]:
     get = sources.get
     database_url = opt_str(get("DATABASE_URL", "database_url"))
     if database_url is None:
+        if not development:
+            # A SQLite file in the instance folder is the first run's database: in
+            # production it would be lost with the machine, and unseen by other instances.
+            raise ConfigError(
+                "DATABASE_URL is required outside development: a PostgreSQL URL, e.g."
+                " postgresql://user:password@host/dbname (or sqlite:////path/to/file to"
+                " choose SQLite on purpose)"
+            )
         database_url = "sqlite:///" + str(instance_path.resolve() / "webapp.sqlite3")
-    database_url = _with_driver(database_url)
+    database_url = _checked("DATABASE_URL", _with_driver(database_url))
     database_direct_url = opt_str(get("DATABASE_DIRECT_URL", "database_direct_url"))
     if database_direct_url is not None:
-        database_direct_url = _with_driver(database_direct_url)
+        database_direct_url = _checked("DATABASE_DIRECT_URL", _with_driver(database_direct_url))
     pooler = str(get("DATABASE_POOLER", "database_pooler") or "none").strip().lower()
     if pooler not in POOLERS:
         raise ConfigError(f"DATABASE_POOLER must be one of {', '.join(POOLERS)}; got {pooler!r}")
@@ -51,6 +63,33 @@ def read_database(sources: Sources, instance_path: Path) -> dict[str, Any]:
         "db_pool_pre_ping": bool(parse_bool("DB_POOL_PRE_PING", get("DB_POOL_PRE_PING"))),
         "sql_count_headers": bool(parse_bool("SQL_COUNT_HEADERS", get("SQL_COUNT_HEADERS"))),
     }
+
+
+def _checked(name: str, url: str) -> str:
+    """Refuse a URL SQLAlchemy cannot read, a database other than PostgreSQL or SQLite, a
+    driver other than psycopg 3, and PostgreSQL without psycopg installed: each in one
+    line naming the setting, never its value (which holds a password)."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise ConfigError(
+            f"{name} is not a database URL: expected postgresql://user:password@host/dbname"
+            " or sqlite:////path/to/file"
+        ) from None
+    backend, driver = parsed.get_backend_name(), parsed.get_driver_name()
+    if backend not in ("postgresql", "sqlite"):
+        raise ConfigError(
+            f"{name} names {backend}, which is not supported: use PostgreSQL"
+            " (postgresql://…) or SQLite (sqlite:///…)"
+        )
+    if backend == "postgresql" and driver != "psycopg":
+        raise ConfigError(f"{name} names the driver {driver}: use postgresql://… (psycopg 3)")
+    if backend == "postgresql" and importlib.util.find_spec("psycopg") is None:
+        raise ConfigError(
+            f"{name} is a PostgreSQL URL, but psycopg is not installed: install"
+            " webapp-signin[postgres]"
+        )
+    return url
 
 
 def _with_driver(url: str) -> str:

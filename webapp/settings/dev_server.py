@@ -56,3 +56,13 @@ def dev_server() -> DevServer | None:
         port=int(ctx.params.get("port") or 0),
         https=ctx.params.get("cert") is not None,
     )
+
+
+def loaded_by_a_command() -> bool:
+    """Whether a ``flask`` command other than ``run`` is loading the app (``flask auth
+    cleanup``, ``flask shell``): it serves nothing, so the start-up lines about serving
+    are left out."""
+    from flask.cli import run_command
+
+    ctx = click.get_current_context(silent=True)
+    return ctx is not None and ctx.command is not run_command

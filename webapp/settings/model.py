@@ -230,6 +230,9 @@ class Settings:
     #: The pages' language when neither the person's choice nor their browser's names a
     #: shipped one (AUTH_DEFAULT_LOCALE; ``webapp.i18n`` checks it against the catalogues).
     default_locale: str = "en"
+    #: How log lines are written (AUTH_LOG_FORMAT): ``text``, or ``json`` for a machine to
+    #: read, one object per line (``webapp.telemetry.jsonlines``).
+    log_format: str = "text"
 
     @property
     def is_development(self) -> bool:

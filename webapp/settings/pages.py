@@ -8,12 +8,11 @@ environment wins key by key.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
 from webapp.settings.model import Brand, ConfigError, Settings
-from webapp.settings.parsers import opt_str
+from webapp.settings.parsers import nearest, opt_str
 from webapp.settings.sources import Sources
 
 #: The pages an application may replace: the setting, its ``[auth.pages]`` key (Auth.js's
@@ -30,9 +29,19 @@ _NOT_IN_ADDRESS = re.compile(r"[\x00-\x20\x7f\\#]")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
+#: The keys of ``[auth.brand]``.
+_BRAND_KEYS = ("name", "logo", "color")
+
+
 def read_pages(sources: Sources) -> dict[str, Any]:
     get = sources.get
-    brand_table = _table(sources, "brand")
+    brand_table = sources.table("brand")
+    for key in brand_table:
+        if key not in _BRAND_KEYS:
+            raise ConfigError(
+                f"[auth.brand] has no key {key!r}; it takes {', '.join(_BRAND_KEYS)}"
+                + nearest(key, _BRAND_KEYS)
+            )
     brand = Brand(
         name=str(get("AUTH_BRAND_NAME") or brand_table.get("name") or Brand.name),
         logo=opt_str(get("AUTH_BRAND_LOGO") or brand_table.get("logo")),
@@ -49,20 +58,16 @@ def read_pages(sources: Sources) -> dict[str, Any]:
     }
 
 
-def _table(sources: Sources, name: str) -> Mapping[str, Any]:
-    table = sources.auth.get(name, {})
-    if not isinstance(table, Mapping):
-        raise ConfigError(f"[auth.{name}] must be a table")
-    return table
-
-
 def read_custom_pages(sources: Sources, auth_url: str) -> dict[str, Any]:
     """The application's own pages, each a path on this site (``custom_pages``)."""
-    table = _table(sources, "pages")
+    table = sources.table("pages")
     known = [key for _, key, _ in CUSTOM_PAGES]
     for key in table:
         if key not in known:
-            raise ConfigError(f"[auth.pages] has no key {key!r}; it takes {', '.join(known)}")
+            raise ConfigError(
+                f"[auth.pages] has no key {key!r}; it takes {', '.join(known)}"
+                + nearest(key, known)
+            )
     pages: dict[str, str] = {}
     for name, key, route in CUSTOM_PAGES:
         value = opt_str(sources.get(name) or table.get(key))

@@ -6,7 +6,9 @@ saying which; ``None`` means not given.
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
@@ -14,6 +16,13 @@ from webapp.settings.model import ConfigError, RateLimit
 
 _RATE_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*([smh])\s*$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600}
+
+
+def nearest(key: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the known name closest to a mistyped ``key``; empty
+    when none is close."""
+    found = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+    return f" (did you mean {found[0]!r}?)" if found else ""
 
 
 def parse_rate(name: str, value: Any, default: RateLimit) -> RateLimit:

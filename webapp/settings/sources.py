@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from webapp.settings.model import ConfigError, RateLimit, Settings
-from webapp.settings.parsers import opt_str, parse_rate
+from webapp.settings.parsers import nearest, opt_str, parse_rate
 
 log = logging.getLogger("webapp.settings")
 
@@ -63,6 +63,8 @@ class Sources:
     defaults: dict[str, Any] = field(default_factory=dict)
     #: The old names already warned about, so that each is warned about once.
     _warned: set[str] = field(default_factory=set, init=False, repr=False, compare=False)
+    #: The ``[auth]`` keys read so far: once every setting is read, the others are typos.
+    _read_keys: set[str] = field(default_factory=set, init=False, repr=False, compare=False)
 
     @classmethod
     def read(
@@ -110,8 +112,12 @@ class Sources:
         name of it (``RENAMED_SETTINGS``; warned about once), else the default for
         ``name``; None: none of them. An old name set to another value than the new
         name's is an error naming both."""
+        if toml_key:
+            self._read_keys.add(toml_key)
         found = self._given(name, toml_key)
         for renamed in (r for r in RENAMED_SETTINGS if r.new_name == name):
+            if renamed.old_toml_key:
+                self._read_keys.add(renamed.old_toml_key)
             old = self._given(renamed.old_name, renamed.old_toml_key)
             if old is None:
                 continue
@@ -125,6 +131,24 @@ class Sources:
                     f"{old.label} is an old name of {name}; remove it"
                 )
         return self.defaults.get(name) if found is None else found.value
+
+    def table(self, key: str) -> Mapping[str, Any]:
+        """The ``[auth.<key>]`` table (empty when there is none)."""
+        self._read_keys.add(key)
+        table = self.auth.get(key, {})
+        if not isinstance(table, Mapping):
+            raise ConfigError(f"[auth.{key}] must be a table")
+        return table
+
+    def refuse_unknown_keys(self) -> None:
+        """Refuse an ``[auth]`` key no setting read (call once every setting is read): a
+        typo would otherwise leave its setting at the default without a word."""
+        for key in self.auth:
+            if key not in self._read_keys:
+                raise ConfigError(
+                    f"AUTH_CONFIG: unknown key {key!r} in [auth] of {self.config_path}"
+                    + nearest(key, self._read_keys)
+                )
 
     def _given(self, name: str, toml_key: str | None) -> _Given | None:
         """``name``'s value in the environment (with the overrides), else ``toml_key``'s
@@ -174,6 +198,10 @@ def _as_text(value: Any) -> str:
     return str(value).strip()
 
 
+#: The TOML file's top-level keys: the ``[auth]`` table and the ``[[providers]]`` list.
+_TOML_TABLES = ("auth", "providers")
+
+
 def _read_toml(path: str | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     if path is None:
         return {}, []
@@ -184,6 +212,12 @@ def _read_toml(path: str | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         raise ConfigError(f"AUTH_CONFIG: file not found: {path}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"AUTH_CONFIG: {path} is not valid TOML: {exc}") from None
+    for key in data:
+        if key not in _TOML_TABLES:
+            raise ConfigError(
+                f"AUTH_CONFIG: unknown key {key!r} in {path}; it takes [auth] and [[providers]]"
+                + nearest(key, _TOML_TABLES)
+            )
     auth = data.get("auth", {})
     providers = data.get("providers", [])
     if not isinstance(auth, dict):

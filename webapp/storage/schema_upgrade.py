@@ -20,6 +20,8 @@ functions that run it: a server's worker never loads it.
 
 from __future__ import annotations
 
+import ast
+import functools
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +38,7 @@ from sqlalchemy import (
     func,
     inspect,
     select,
+    text,
 )
 from sqlalchemy.pool import NullPool
 
@@ -89,6 +92,41 @@ def migrations_dir() -> Path:
     package = Path(__file__).resolve().parent.parent
     installed = package / "migrations"
     return installed if installed.is_dir() else package.parent / "migrations"
+
+
+@functools.cache
+def code_revisions() -> tuple[frozenset[str], frozenset[str]]:
+    """Every revision this release's history has, and its heads, read from the migration
+    files' ``revision`` and ``down_revision`` (so that a worker need not load Alembic)."""
+    known: set[str] = set()
+    parents: set[str] = set()
+    for path in (migrations_dir() / "versions").glob("*.py"):
+        for node in ast.parse(path.read_text()).body:
+            if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+                continue
+            target = node.targets[0]
+            if not isinstance(target, ast.Name):
+                continue
+            if target.id == "revision":
+                known.add(ast.literal_eval(node.value))
+            elif target.id == "down_revision":
+                value = ast.literal_eval(node.value)
+                parents.update(value if isinstance(value, tuple) else [value] if value else [])
+    return frozenset(known), frozenset(known - parents)
+
+
+def schema_behind(conn: Connection) -> str | None:
+    """Why the schema on ``conn`` is not ready for this release (None: it is at this
+    release's revision, or at a newer release's, migrated ahead in a rolling deploy)."""
+    known, heads = code_revisions()
+    found: set[str] = set()
+    if inspect(conn).has_table(VERSION_TABLE):
+        found = set(conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalars())
+    if found == heads or (found and not found <= known):
+        return None
+    at = ", ".join(sorted(found)) or "nothing (never migrated)"
+    needed = ", ".join(sorted(heads))
+    return f"the schema is at {at}, this release needs {needed}: run flask auth migrate"
 
 
 def alembic_config() -> Config:

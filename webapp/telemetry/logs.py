@@ -6,6 +6,9 @@ or the app run, and stays current until its answer is closed: the development se
 writes its request line (``"GET /auth/session HTTP/1.1" 200 -``) while sending the answer,
 after the app's request context has gone, and that line carries the id too. Lines that
 are about no request (start-up) show ``-``.
+
+Lines are text, or with AUTH_LOG_FORMAT=json one JSON object each (``jsonlines``), the
+access line's values then also keys of their own.
 """
 
 from __future__ import annotations
@@ -22,14 +25,19 @@ from flask import Flask, has_request_context, request
 from werkzeug.wsgi import ClosingIterator
 
 from webapp.telemetry import logsafe
+from webapp.telemetry.jsonlines import FIELDS, JsonLines
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+
+    from webapp.settings import Settings
 
 REQUEST_ID_HEADER = "X-Request-ID"
 #: The WSGI environ key holding the request's id (set by ``RequestIds``).
 REQUEST_ID_ENVIRON = "webapp.request_id"
 _VALID_ID = re.compile(r"^[A-Za-z0-9._-]{8,64}$")
+#: The lines ``init_app``'s handler writes in the text format.
+TEXT_FORMAT = "%(asctime)s %(levelname)s [%(request_id)s] %(name)s: %(message)s"
 #: The id of the request this thread is answering, from the WSGI layer to the answer's end.
 _answering: ContextVar[str | None] = ContextVar("webapp_answering", default=None)
 
@@ -56,10 +64,10 @@ def current_request_id() -> str:
 
 
 #: One line per answered request, written by ``RequestIds`` when this logger is enabled at
-#: INFO (the production server's config does it, deploy/serve.py; the development server
-#: writes its own lines; health checks at DEBUG): client, request line (secrets redacted),
-#: status, bytes, duration, request id and user agent, every client-sent value encoded
-#: (``logsafe``):
+#: INFO (the production server's config does it, deploy/serve.py, and ``init_app`` in JSON
+#: when no server did; else the development server writes its own lines; health checks at
+#: DEBUG): client, request line (secrets redacted), status, bytes, duration, request id and
+#: user agent, every client-sent value encoded (``logsafe``):
 #: ``127.0.0.1 "GET /auth/session HTTP/1.1" 200 5 3ms rid=… "curl/8.5"``.
 access_log = logging.getLogger("webapp.access")
 if access_log.level == logging.NOTSET:
@@ -146,17 +154,29 @@ def _log_access(
     query = environ.get("QUERY_STRING")
     if query:
         target += "?" + logsafe.redact_query(query)
-    request_line = f"{environ.get('REQUEST_METHOD')} {target} {environ.get('SERVER_PROTOCOL')}"
+    method, protocol = environ.get("REQUEST_METHOD"), environ.get("SERVER_PROTOCOL")
     size = next((v for k, v in headers if k.lower() == "content-length"), "-")
     # encode() returns printable text without a backslash as it is, after one scan.
-    shown_line = logsafe.encode(request_line, limit=None, quote=True)
-    agent = logsafe.encode(environ.get("HTTP_USER_AGENT", "-"), limit=None, quote=True)
-    line = (
-        f"{environ.get('REMOTE_ADDR', '-')} {shown_line} {status.split(None, 1)[0]} {size} "
-        f"{int(took * 1000)}ms rid={rid} {agent}"
-    )
-    if not _wrote_plainly(line, level):
-        access_log.log(level, "%s", line)
+    shown_line = logsafe.encode(f"{method} {target} {protocol}", limit=None, quote=True)
+    user_agent = environ.get("HTTP_USER_AGENT", "-")
+    agent = logsafe.encode(user_agent, limit=None, quote=True)
+    client, code = environ.get("REMOTE_ADDR", "-"), status.split(None, 1)[0]
+    line = f"{client} {shown_line} {code} {size} {int(took * 1000)}ms rid={rid} {agent}"
+    if _wrote_plainly(line, level):
+        return
+    # The same values as keys of their own, encoded as in the line, for a JSON reader to
+    # filter on (``jsonlines``); text formatters show the line alone.
+    fields = {
+        "client": client,
+        "method": logsafe.encode(method, limit=None),
+        "path": logsafe.encode(target, limit=None),
+        "protocol": logsafe.encode(protocol, limit=None),
+        "status": int(code) if code.isdigit() else code,
+        "bytes": int(size) if size.isdigit() else None,
+        "duration_ms": round(took * 1000, 1),
+        "user_agent": logsafe.encode(user_agent, limit=None),
+    }
+    access_log.log(level, "%s", line, extra={FIELDS: fields})
 
 
 def _wrote_plainly(line: str, level: int) -> bool:
@@ -262,17 +282,44 @@ def _install_filter(logger_name: str, kind: type[logging.Filter]) -> None:
         logger.addFilter(kind())
 
 
-def init_app(app: Flask) -> None:
-    """Configure logging if nobody has, with the request id on every line."""
+class _RequestLinesGiveWay(logging.Filter):
+    """Drop the development server's request line about a request this layer answered while
+    the access line is on: that line says the same, with the duration, and in JSON with
+    each value as a key. werkzeug's line for a request refused before the app stays."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (
+            _answering.get() is not None
+            and access_log.isEnabledFor(logging.INFO)
+            and isinstance(record.msg, str)
+            and record.msg.endswith('"%s" %s %s')  # werkzeug's log_request
+        )
+
+
+def formatter(log_format: str) -> logging.Formatter:
+    """The formatter of the lines we write: ``text`` or ``json`` (AUTH_LOG_FORMAT)."""
+    return JsonLines() if log_format == "json" else logging.Formatter(TEXT_FORMAT)
+
+
+def init_app(app: Flask, conf: Settings) -> None:
+    """Configure logging if nobody has: the request id on every line, in the format
+    AUTH_LOG_FORMAT names.
+
+    In JSON, when no server took the access log (the development server, which writes its
+    own request lines, or any server without a logging config), it is turned on: every
+    request then has its line with the status as a number, in place of werkzeug's.
+    """
     _install_record_factory()
     _install_filter("werkzeug", _DevServerRedaction)
     for name in ("alembic.runtime.plugins", "alembic.runtime.migration"):
         _install_filter(name, _MigrationStepsOnly)
     root = logging.getLogger()
-    if not root.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(
-            logging.Formatter("%(asctime)s %(levelname)s [%(request_id)s] %(name)s: %(message)s")
-        )
-        root.addHandler(handler)
-        root.setLevel(logging.INFO)
+    if root.handlers:
+        return  # the application's, or its server's: left as they are
+    handler = logging.StreamHandler()
+    handler.setFormatter(formatter(conf.log_format))
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    if conf.log_format == "json" and not access_log.handlers:
+        access_log.setLevel(logging.INFO)
+        _install_filter("werkzeug", _RequestLinesGiveWay)

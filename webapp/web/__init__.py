@@ -16,6 +16,7 @@ class), as if ours were not there, else Flask's.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -30,7 +31,7 @@ from webapp.flows.provider_tokens import check_revocation_endpoints
 from webapp.flows.signin import email
 from webapp.mail.delivery import log_delivery
 from webapp.passkeys import relying_party
-from webapp.providers import build_providers
+from webapp.providers import build_providers, describe_methods, refuse_serving_without_methods
 from webapp.settings import Settings
 from webapp.ui.qr import qr_svg
 from webapp.web import (
@@ -45,6 +46,7 @@ from webapp.web import (
 from webapp.web.islands import error_page, provider_chooser
 
 #: Where the account area's routes are (``account_routes``, ``account_api``).
+log = logging.getLogger(__name__)
 ACCOUNT_PATH = "/account"
 #: The error handlers that would answer any request, not only ours: by class, for every
 #: HTTP error (CSRF failures are ``400``s), a lost database and any exception.
@@ -52,18 +54,27 @@ CATCH_ALL = (HTTPException, CSRFError, OperationalError, Exception)
 
 
 def init_app(
-    app: Flask, conf: Settings, *, site_error_pages: bool, own_mail_transport: bool
+    app: Flask,
+    conf: Settings,
+    *,
+    site_error_pages: bool,
+    own_mail_transport: bool,
+    serving: bool,
 ) -> None:
     """Build the configured providers and the notices' mailer (``own_mail_transport``: the
-    application delivers mail itself, in place of EMAIL_SERVER), log how mail goes out,
-    register every route, the error answers (for every request of the app with
-    ``site_error_pages``, else for ours) and the islands' page data. Our pages' "home" is
-    ``pages.index`` where the app has that page (the standalone app), else the app's root."""
-    app.extensions["webapp.providers"] = build_providers(
-        conf, own_mail_transport=own_mail_transport
-    )
+    application delivers mail itself, in place of EMAIL_SERVER); when ``serving`` (not
+    loaded by a command), refuse to serve with no sign-in method and log how mail goes out
+    and the sign-in methods that are on; register every route, the error answers (for every
+    request of the app with ``site_error_pages``, else for ours) and the islands' page data.
+    Our pages' "home" is ``pages.index`` where the app has that page (the standalone app),
+    else the app's root."""
+    built = build_providers(conf, own_mail_transport=own_mail_transport)
+    app.extensions["webapp.providers"] = built
     notices.init_app(app, conf, own_mail_transport=own_mail_transport)
-    log_delivery(conf, own_mail_transport=own_mail_transport)
+    if serving:
+        refuse_serving_without_methods(built, conf)
+        log_delivery(conf, own_mail_transport=own_mail_transport)
+        log.info("%s", describe_methods(built, conf, own_mail_transport=own_mail_transport))
     init_bearer_tokens(app)
     check_revocation_endpoints(app)
     app.register_blueprint(auth_routes.bp, url_prefix=conf.base_path or None)

@@ -18,10 +18,10 @@ too, without a message being sent.
 from __future__ import annotations
 
 import hmac
+import logging
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
-from functools import partial
 
 from sqlalchemy import Row, delete, insert, select, update
 
@@ -43,6 +43,8 @@ from webapp.storage.db import db
 from webapp.storage.models import VerificationToken
 
 TOKEN_BYTES = 32
+log = logging.getLogger(__name__)
+
 #: No 0/O or 1/I: the code is read off one screen and typed on another.
 CODE_ALPHABET = "23456789ABCDEFGHJKLMNPQRSTUVWXYZ"
 CODE_LENGTH = 8
@@ -310,8 +312,35 @@ def _throttled(address: str, ip: str | None, provider_id: str) -> bool:
     ``limit`` pass. A browser that has signed in as the address before has its own
     allowance, so requests from anyone else cannot silence the owner's.
     """
-    refused = partial(trail.throttled, subject=address, provider=provider_id)
-    return throttles.admit_signin("email", identifier=address, address=ip, refused=refused) is None
+    refusals: list[throttles.Refusal] = []
+
+    def refused(refusal: throttles.Refusal) -> None:
+        refusals.append(refusal)
+        trail.throttled(refusal, subject=address, provider=provider_id)
+
+    if throttles.admit_signin("email", identifier=address, address=ip, refused=refused):
+        return False
+    if current_settings().is_development and refusals:
+        # Production answers as if the message went (the answer must not tell whether the
+        # address is known); a developer testing sign-in would wonder where it went.
+        refusal = refusals[0]
+        log.warning(
+            "development: this e-mail sign-in request was throttled (%d/%ds): no message"
+            " was sent, though the page says one was; raise %s to test more often",
+            refusal.limit.limit,
+            refusal.limit.window.total_seconds(),
+            _THROTTLE_SETTINGS.get(refusal.throttle, "the e-mail limits"),
+        )
+    return True
+
+
+#: The setting behind each e-mail throttle (throttles._signin_checks's keys).
+_THROTTLE_SETTINGS = {
+    "email-browser": "EMAIL_ADDRESS_IP_LIMIT",
+    "email-id-ip": "EMAIL_ADDRESS_IP_LIMIT",
+    "email-ip": "EMAIL_IP_LIMIT",
+    "email-id": "EMAIL_ADDRESS_LIMIT",
+}
 
 
 def link_lifetime() -> str:

@@ -15,6 +15,7 @@ from webapp.oauth.config.client_credentials import client_credentials
 from webapp.oauth.config.model import BEARER_MODES, LOGOUT_MODES, OAuthConfig
 from webapp.oauth.config.table import FIELDS, Table
 from webapp.settings import ConfigError
+from webapp.settings.parsers import nearest
 
 __all__ = ["BEARER_MODES", "LOGOUT_MODES", "OAuthConfig", "parse_config"]
 
@@ -30,7 +31,7 @@ def parse_config(entry: Mapping[str, Any]) -> OAuthConfig:
     allowed = FIELDS | set(preset.extra_fields if preset else ())
     unknown = sorted(k for k in entry if k not in allowed and not k.startswith("_"))
     if unknown:
-        raise ConfigError(f"{where}: unknown field {unknown[0]!r}")
+        raise ConfigError(f"{where}: unknown field {unknown[0]!r}" + nearest(unknown[0], allowed))
     kind = sections.provider_kind(entry, preset, where)
     table = Table(sections.with_tenant_issuer(entry, preset, kind), preset, where, kind)
     allow_insecure = table.flag("allow_insecure")
