@@ -9,10 +9,16 @@ Each database is created and migrated once per test session; tests get a fresh a
 empty tables. PostgreSQL is reached at TEST_DATABASE_URL (default: the local server on
 127.0.0.1:5432 with trust auth). When it is missing, its tests are skipped, except under
 CI=true, where a missing PostgreSQL fails the run.
+
+Every behaviour is tested on PostgreSQL. On SQLite run the modules of ``SQLITE_MODULES``:
+what is SQLite's own (migrations, the first run, its writer lock under concurrent
+requests) and a smoke set of the main paths; ``AUTH_TESTS_ALL_DATABASES=true`` runs every
+test on both, as before a release.
 """
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -43,6 +49,51 @@ from .support.sql_counter import counting_sql
 
 # SMTP servers on loopback, the outbox and the e-mail sign-in actions; the audit tests' app.
 pytest_plugins = ["tests.support.mail", "tests.support.audit"]
+
+#: The modules whose tests also run on SQLite (module docstring).
+SQLITE_MODULES = frozenset(
+    {
+        # SQLite's own: its migrations, the first run, and its one writer at a time.
+        "test_migrations",
+        "test_first_run",
+        "test_transactions",
+        "test_account_races",
+        "test_throttle_races",
+        "test_session_limits",
+        "test_provider_tokens",
+        "test_device_flow",
+        "test_audit",
+        # The smoke set: routes, sessions, e-mail and provider sign-in, health, commands.
+        "test_routes",
+        "test_sessions",
+        "test_email_links",
+        "test_oauth_flow",
+        "test_health",
+        "test_cli",
+        "test_startup_errors",
+    }
+)
+ALL_DATABASES = os.environ.get("AUTH_TESTS_ALL_DATABASES", "").lower() == "true"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Leave out the SQLite runs of the tests outside ``SQLITE_MODULES`` (listed as
+    deselected), unless AUTH_TESTS_ALL_DATABASES=true."""
+    if ALL_DATABASES:
+        return
+    kept: list[pytest.Item] = []
+    left_out: list[pytest.Item] = []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        on_sqlite = callspec is not None and "sqlite" in (
+            callspec.params.get("database_url"),
+            callspec.params.get("empty_database"),
+        )
+        module = item.path.stem
+        (left_out if on_sqlite and module not in SQLITE_MODULES else kept).append(item)
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = kept
 
 
 @pytest.fixture(scope="session", params=["sqlite", "postgresql"])
