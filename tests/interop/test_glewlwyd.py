@@ -386,7 +386,7 @@ def test_glewlwyds_refusal_is_logged_with_its_error(
     app = make_oauth_app([entry])
     caplog.set_level(logging.INFO)
     browser = GlewlwydBrowser(app.test_client(), glewlwyd)
-    assert error_of(browser.sign_in("gl-basic")) == "OAuthCallback"
+    assert error_of(browser.sign_in("gl-basic")) == "Configuration"
     assert rows(app, Account) == []
     said = [r.getMessage() for r in caplog.records if "unauthorized_client" in r.getMessage()]
     assert said, [r.getMessage() for r in caplog.records]

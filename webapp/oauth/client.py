@@ -55,6 +55,7 @@ class OAuthClient:
             ProviderMetadata(
                 config.issuer,
                 conf,
+                provider=config.id,
                 allow_insecure=config.allow_insecure,
                 issuer_matches=_tenant_issuer_matches
                 if config.preset and config.preset.tenant_issuer
@@ -127,6 +128,7 @@ class OAuthClient:
             redirect_uri=self.redirect_uri(),
             code_verifier=verifier,
             conf=self.conf,
+            provider=self.id,
         )
 
     def refresh(self, refresh_token: str) -> dict[str, Any]:
@@ -136,6 +138,7 @@ class OAuthClient:
             client=self.config.client,
             refresh_token=refresh_token,
             conf=self.conf,
+            provider=self.id,
         )
 
     def poll_device_code(self, device_code: str) -> dict[str, Any]:
@@ -145,6 +148,7 @@ class OAuthClient:
             client=self.config.client,
             device_code=device_code,
             conf=self.conf,
+            provider=self.id,
         )
 
     def request_device_authorization(self) -> dict[str, Any]:
@@ -153,7 +157,11 @@ class OAuthClient:
         if not url_allowed(endpoint, allow_insecure=self.config.allow_insecure):
             raise ProviderUnavailable(f"refusing insecure URL {endpoint}")
         return client_auth.request_device_authorization(
-            endpoint=endpoint, client=self.config.client, scope=self.config.scope, conf=self.conf
+            endpoint=endpoint,
+            client=self.config.client,
+            scope=self.config.scope,
+            conf=self.conf,
+            provider=self.id,
         )
 
     def end_session_url(self, *, id_token_hint: str | None, state: str) -> str | None:
@@ -221,14 +229,18 @@ class OAuthClient:
             token=token,
             token_type_hint=hint,
             conf=self.conf,
+            provider=self.id,
         )
 
     def get_json(self, url: str, access_token: str) -> Any:
-        """GET ``url`` with the access token as a Bearer credential; return its JSON."""
+        """GET ``url`` with the access token as a Bearer credential; return its JSON (the
+        metrics name it ``userinfo`` at the userinfo endpoint, else ``profile``)."""
         return get_json(
             url,
             self.conf,
             allow_insecure=self.config.allow_insecure,
+            provider=self.id,
+            endpoint="userinfo" if url == self.endpoint("userinfo_endpoint") else "profile",
             headers={"Authorization": f"Bearer {access_token}"},
         )
 

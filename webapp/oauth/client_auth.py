@@ -28,7 +28,9 @@ from joserfc.jwk import ECKey, JWKRegistry, OctKey, RSAKey
 
 from webapp.core import jsonsafe
 from webapp.core.clock import now_timestamp
+from webapp.metrics.outbound import timed_request
 from webapp.oauth.metadata import (
+    MISCONFIGURED,
     ProviderUnavailable,
     describe_error,
     error_answer,
@@ -149,6 +151,7 @@ class TokenEndpointError(ProviderUnavailable):
     def __init__(self, error: str, description: str | None, status: int | None) -> None:
         super().__init__(f"token endpoint: {describe_error(status, error, description)}")
         self.error = error
+        self.misconfigured = error in MISCONFIGURED
 
 
 def _checked_token_answer(response: requests.Response) -> requests.Response:
@@ -170,8 +173,12 @@ def _checked_token_answer(response: requests.Response) -> requests.Response:
 DEVICE_CODE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 
 
-def _session(client: ClientCredentials, conf: Settings) -> OAuth2Session:
-    """An Authlib session that authenticates as ``client`` at every endpoint it posts to."""
+def _session(
+    client: ClientCredentials, conf: Settings, *, provider: str, endpoint: str
+) -> OAuth2Session:
+    """An Authlib session that authenticates as ``client`` at every endpoint it posts to,
+    each of its requests counted and timed as ``provider``'s (its configured id) at
+    ``endpoint`` (``outbound.ENDPOINTS``)."""
     secret = client.current_secret()
     session = OAuth2Session(
         client.client_id,
@@ -183,6 +190,7 @@ def _session(client: ClientCredentials, conf: Settings) -> OAuth2Session:
         default_timeout=timeouts(conf),
     )
     session.register_compliance_hook("access_token_response", _checked_token_answer)
+    _count_requests(session, provider, endpoint)
     lifetime = int(conf.client_assertion_lifetime.total_seconds())
     if client.method == "client_secret_jwt":
         session.register_client_auth_method(
@@ -197,8 +205,25 @@ def _session(client: ClientCredentials, conf: Settings) -> OAuth2Session:
     return session
 
 
+def _count_requests(session: OAuth2Session, provider: str, endpoint: str) -> None:
+    """Send each of ``session``'s HTTP requests through ``timed_request``: every call Authlib
+    makes (``fetch_token``, ``revoke_token``, ``post``) ends in ``request``."""
+    plain = session.request
+
+    def request(method: str, url: str, *args: Any, **kwargs: Any) -> requests.Response:
+        return timed_request(provider, endpoint, lambda: plain(method, url, *args, **kwargs))
+
+    session.request = request
+
+
 def _token_grant(
-    token_endpoint: str, client: ClientCredentials, conf: Settings, **params: Any
+    token_endpoint: str,
+    client: ClientCredentials,
+    conf: Settings,
+    *,
+    provider: str,
+    endpoint: str,
+    **params: Any,
 ) -> dict[str, Any]:
     """POST one grant to the token endpoint; return the tokens.
 
@@ -206,7 +231,7 @@ def _token_grant(
     that is not a token response with an access token.
     """
     try:
-        with _session(client, conf) as session:
+        with _session(client, conf, provider=provider, endpoint=endpoint) as session:
             token = session.fetch_token(token_endpoint, allow_redirects=False, **params)
     except OAuthError as exc:
         if exc.error == "invalid_grant":
@@ -227,39 +252,72 @@ def exchange_code(
     redirect_uri: str,
     code_verifier: str | None,
     conf: Settings,
+    provider: str,
 ) -> dict[str, Any]:
-    """Trade an authorization code for tokens; raise ProviderUnavailable on any failure."""
+    """Trade an authorization code for tokens; raise ProviderUnavailable on any failure.
+    ``provider``: the provider's configured id (the metrics name its requests by it), as
+    for the other calls below."""
     params: dict[str, Any] = {"code": code, "redirect_uri": redirect_uri}
     if code_verifier is not None:
         params["code_verifier"] = code_verifier
     try:
-        return _token_grant(token_endpoint, client, conf, grant_type="authorization_code", **params)
+        return _token_grant(
+            token_endpoint,
+            client,
+            conf,
+            provider=provider,
+            endpoint="token",
+            grant_type="authorization_code",
+            **params,
+        )
     except GrantRefused as exc:  # a bad or replayed code: to the sign-in, one more failure
         raise ProviderUnavailable(f"token endpoint: invalid_grant {exc}") from exc
 
 
 def refresh(
-    *, token_endpoint: str, client: ClientCredentials, refresh_token: str, conf: Settings
+    *,
+    token_endpoint: str,
+    client: ClientCredentials,
+    refresh_token: str,
+    conf: Settings,
+    provider: str,
 ) -> dict[str, Any]:
     """Use a refresh token (RFC 6749 §6); raise GrantRefused or ProviderUnavailable."""
     return _token_grant(
-        token_endpoint, client, conf, grant_type="refresh_token", refresh_token=refresh_token
+        token_endpoint,
+        client,
+        conf,
+        provider=provider,
+        endpoint="token_refresh",
+        grant_type="refresh_token",
+        refresh_token=refresh_token,
     )
 
 
 def poll_device_code(
-    *, token_endpoint: str, client: ClientCredentials, device_code: str, conf: Settings
+    *,
+    token_endpoint: str,
+    client: ClientCredentials,
+    device_code: str,
+    conf: Settings,
+    provider: str,
 ) -> dict[str, Any]:
     """Ask once for the tokens of a device authorization (RFC 8628 §3.4). Raises
     TokenEndpointError (``authorization_pending``, ``slow_down``, ``access_denied``,
     ``expired_token``), GrantRefused or ProviderUnavailable."""
     return _token_grant(
-        token_endpoint, client, conf, grant_type=DEVICE_CODE_GRANT, device_code=device_code
+        token_endpoint,
+        client,
+        conf,
+        provider=provider,
+        endpoint="token_device",
+        grant_type=DEVICE_CODE_GRANT,
+        device_code=device_code,
     )
 
 
 def request_device_authorization(
-    *, endpoint: str, client: ClientCredentials, scope: str, conf: Settings
+    *, endpoint: str, client: ClientCredentials, scope: str, conf: Settings, provider: str
 ) -> dict[str, Any]:
     """POST the device authorization request (RFC 8628 §3.1) as our client; return the
     provider's JSON. Raises ProviderUnavailable for anything but a 200 JSON object."""
@@ -269,7 +327,7 @@ def request_device_authorization(
         # §3.1 makes it optional, and django-oauth-toolkit answers 400 without it.
         data["client_id"] = client.client_id
     try:
-        with _session(client, conf) as session:
+        with _session(client, conf, provider=provider, endpoint="device_authorization") as session:
             response = session.post(
                 endpoint,
                 data=data,
@@ -297,12 +355,14 @@ def post_token(
     token: str,
     token_type_hint: str,
     conf: Settings,
+    provider: str,
 ) -> requests.Response:
     """POST a token to the ``revoke`` (RFC 7009) or ``introspect`` (RFC 7662) endpoint as
     our client; return the answer whatever its status. Raise ProviderUnavailable when
     there is none."""
+    named = "revocation" if kind == "revoke" else "introspection"
     try:
-        with _session(client, conf) as session:
+        with _session(client, conf, provider=provider, endpoint=named) as session:
             send = session.revoke_token if kind == "revoke" else session.introspect_token
             response: requests.Response = send(
                 endpoint, token=token, token_type_hint=token_type_hint, allow_redirects=False

@@ -47,6 +47,11 @@ class InvalidIDToken(Exception):
     """The ID token failed a check; the message says which (for the log only)."""
 
 
+class RefusedAlgorithm(InvalidIDToken):
+    """The ID token is signed with an algorithm refused by design (HS*, none): the client's
+    settings at the provider are at fault, not the person."""
+
+
 def validate(
     token: str,
     *,
@@ -77,7 +82,9 @@ def verified_claims(
         raise InvalidIDToken(f"malformed: {exc}") from exc
     alg = header.get("alg")
     if alg not in ALGORITHMS:
-        raise InvalidIDToken(f"algorithm {alg!r} not accepted{_ALGORITHM_ADVICE.get(str(alg), '')}")
+        advice = _ALGORITHM_ADVICE.get(str(alg))
+        refused = RefusedAlgorithm if advice else InvalidIDToken
+        raise refused(f"algorithm {alg!r} not accepted{advice or ''}")
     kid = header.get("kid")
     candidates = _candidates(keys(kid if isinstance(kid, str) else None), alg, kid)
     if not candidates:

@@ -16,11 +16,16 @@ from typing import Any
 import requests
 
 from webapp.core import jsonsafe
+from webapp.metrics.outbound import timed_request
 from webapp.settings import Settings, is_loopback_url
 
 
 class ProviderUnavailable(Exception):
     """The provider could not be reached, answered an error, or answered nonsense."""
+
+    #: The answer says our configuration and the provider's disagree (a wrong secret, a
+    #: grant the client may not use): the site's fault, not the person's.
+    misconfigured = False
 
 
 class NotThere(ProviderUnavailable):
@@ -28,7 +33,7 @@ class NotThere(ProviderUnavailable):
 
 
 #: OAuth error codes that mean our configuration and the provider's disagree: what to check.
-_MISCONFIGURED = {
+MISCONFIGURED = {
     "invalid_client": "(our client authentication was refused: check client_id, the secret or"
     " key, and token_endpoint_auth_method against the client's settings at the provider)",
     "unauthorized_client": "(the client at the provider is not allowed this grant type, or"
@@ -65,8 +70,8 @@ def describe_error(status: int | None, error: str | None, description: str | Non
     """``error_answer``'s words from their parts (``status`` None: the status is unknown)."""
     words = [f"HTTP {status}"] if status is not None else []
     words += [part for part in (error, description) if part]
-    if error in _MISCONFIGURED:
-        words.append(_MISCONFIGURED[error])
+    if error in MISCONFIGURED:
+        words.append(MISCONFIGURED[error])
     elif status is not None and status >= 500:
         words.append("(a failure at the provider: its own log says why)")
     return " ".join(words)
@@ -85,17 +90,29 @@ def timeouts(conf: Settings) -> tuple[float, float]:
 
 
 def get_json(
-    url: str, conf: Settings, *, allow_insecure: bool, headers: Mapping[str, str] | None = None
+    url: str,
+    conf: Settings,
+    *,
+    allow_insecure: bool,
+    provider: str,
+    endpoint: str,
+    headers: Mapping[str, str] | None = None,
 ) -> Any:
-    """GET ``url`` and return its JSON body; raise ProviderUnavailable on any failure."""
+    """GET ``url`` and return its JSON body; raise ProviderUnavailable on any failure.
+    ``provider`` (its configured id) and ``endpoint`` (``outbound.ENDPOINTS``) name the
+    request in the metrics."""
     if not url_allowed(url, allow_insecure=allow_insecure):
         raise ProviderUnavailable(f"refusing insecure URL {url}")
     try:
-        response = requests.get(
-            url,
-            headers={"Accept": "application/json", **(headers or {})},
-            timeout=timeouts(conf),
-            allow_redirects=False,
+        response = timed_request(
+            provider,
+            endpoint,
+            lambda: requests.get(
+                url,
+                headers={"Accept": "application/json", **(headers or {})},
+                timeout=timeouts(conf),
+                allow_redirects=False,
+            ),
         )
     except requests.RequestException as exc:
         raise ProviderUnavailable(f"GET {url}: {type(exc).__name__}") from exc
@@ -120,12 +137,15 @@ class ProviderMetadata:
         issuer: str,
         conf: Settings,
         *,
+        provider: str,
         allow_insecure: bool,
         issuer_matches: Callable[[str, str], bool] | None = None,
         jwks_uri: str | None = None,
     ) -> None:
         self.issuer = issuer
         self.conf = conf
+        #: The provider's configured id, which names its requests in the metrics.
+        self.provider = provider
         self.allow_insecure = allow_insecure
         self._issuer_matches = issuer_matches or (lambda configured, found: configured == found)
         self._document: dict[str, Any] | None = None
@@ -137,6 +157,15 @@ class ProviderMetadata:
         # Guards the cache only: fetches run outside it, so a stalled provider costs each
         # waiting request its own timeout, not the sum of those queued before it.
         self._lock = threading.Lock()
+
+    def _get(self, url: str, endpoint: str) -> Any:
+        return get_json(
+            url,
+            self.conf,
+            allow_insecure=self.allow_insecure,
+            provider=self.provider,
+            endpoint=endpoint,
+        )
 
     def document(self) -> dict[str, Any]:
         """Return the discovery document, fetching it once; check its issuer and URLs.
@@ -153,7 +182,7 @@ class ProviderMetadata:
 
     def _discover(self) -> dict[str, Any]:
         url = self.issuer.rstrip("/") + "/.well-known/openid-configuration"
-        doc = get_json(url, self.conf, allow_insecure=self.allow_insecure)
+        doc = self._get(url, "discovery")
         if not isinstance(doc, dict):
             raise ProviderUnavailable(f"{url}: not a JSON object")
         found = doc.get("issuer")
@@ -186,7 +215,7 @@ class ProviderMetadata:
         fetched: dict[str, Any] = {}
         for url in _server_metadata_urls(self.issuer):
             try:
-                doc = get_json(url, self.conf, allow_insecure=self.allow_insecure)
+                doc = self._get(url, "server_metadata")
             except ProviderUnavailable as exc:
                 if not isinstance(exc, NotThere):
                     raise
@@ -231,7 +260,7 @@ class ProviderMetadata:
         uri = self._jwks_uri or self.document().get("jwks_uri")
         if not isinstance(uri, str):
             raise ProviderUnavailable(f"{self.issuer}: no jwks_uri")
-        body = get_json(uri, self.conf, allow_insecure=self.allow_insecure)
+        body = self._get(uri, "jwks")
         keys = body.get("keys") if isinstance(body, dict) else None
         if not isinstance(keys, list):
             raise ProviderUnavailable(f"{uri}: no keys array")

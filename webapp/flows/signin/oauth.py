@@ -35,7 +35,7 @@ from webapp.flows.signin.finish import finish_signin
 from webapp.flows.signin.identity import account_columns, resolve_user
 from webapp.mail.email_addresses import address_or_none
 from webapp.oauth.client import OAuthClient
-from webapp.oauth.id_token import InvalidIDToken, validate
+from webapp.oauth.id_token import InvalidIDToken, RefusedAlgorithm, validate
 from webapp.oauth.metadata import ProviderUnavailable
 from webapp.second_factor.verification import MFA
 from webapp.sessions.store import ProviderSession, current_session
@@ -239,11 +239,14 @@ def _admit_exchange(client: OAuthClient, client_address: str | None) -> throttle
 
 
 def _callback_step(client: OAuthClient, step: Callable[[], T]) -> T:
-    """Run one exchange with the provider; its unavailability is ``OAuthCallback``."""
+    """Run one exchange with the provider; its unavailability is ``OAuthCallback``, and an
+    answer that says our configuration is wrong there is ``Configuration`` (the person can
+    do nothing about it)."""
     try:
         return step()
     except ProviderUnavailable as exc:
-        raise AuthError("OAuthCallback", f"{client.id}: {exc}") from exc
+        code = "Configuration" if exc.misconfigured else "OAuthCallback"
+        raise AuthError(code, f"{client.id}: {exc}") from exc
 
 
 def _required(client: OAuthClient, name: str, error_code: str) -> str:
@@ -304,7 +307,7 @@ def _profile(
     raw = token.get("id_token")
     if client.is_oidc and not isinstance(raw, str) and id_token_required:
         raise AuthError(
-            "OAuthCallback",
+            "Configuration",
             f"{client.id}: no id_token in token response (the client at the provider needs"
             " an ID token signing algorithm, e.g. RS256, and the openid scope)",
         )
@@ -319,7 +322,8 @@ def _profile(
                 leeway=client.conf.id_token_leeway.total_seconds(),
             )
         except InvalidIDToken as exc:
-            raise AuthError("OAuthCallback", f"{client.id}: ID token: {exc}") from exc
+            code = "Configuration" if isinstance(exc, RefusedAlgorithm) else "OAuthCallback"
+            raise AuthError(code, f"{client.id}: ID token: {exc}") from exc
     profile = dict(claims)
 
     def fetch(url: str) -> Any:
