@@ -46,6 +46,11 @@ def test_a_fresh_development_setup_offers_email_through_the_outbox(make_app, out
     assert stat.S_IMODE(eml.stat().st_mode) == 0o600
     link = outbox.last_link()
     assert link in caplog.text  # the log shows the link too
+    # The .eml's body is quoted-printable; the plain text beside it has the link whole,
+    # to copy from.
+    text = eml.with_suffix(".txt")
+    assert stat.S_IMODE(text.stat().st_mode) == 0o600
+    assert link in text.read_text() and link not in eml.read_text()
 
     assert actions.confirm(link).headers["Location"] == "http://localhost/"
     assert actions.session_email() == "ann@example.com"

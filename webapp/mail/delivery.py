@@ -41,6 +41,7 @@ import jinja2
 from webapp.core.clock import utcnow
 from webapp.core.hooks import current_hooks
 from webapp.i18n import current_language, gettext, install_template_gettext
+from webapp.metrics.outbound import delivering
 from webapp.settings import ConfigError, Settings, is_loopback_url
 
 log = logging.getLogger(__name__)
@@ -142,7 +143,8 @@ class SmtpTransport:
 
 @dataclass(frozen=True)
 class OutboxTransport:
-    """Development delivery: write each message as an ``.eml`` file and log its text."""
+    """Development delivery: write each message as an ``.eml`` file with its plain text
+    beside it (``.txt``), and log its text."""
 
     folder: Path
 
@@ -150,19 +152,25 @@ class OutboxTransport:
         return f"the development outbox, {self.folder}"
 
     def send(self, message: EmailMessage) -> None:
-        name = f"{utcnow():%Y%m%dT%H%M%S}-{secrets.token_hex(4)}.eml"
-        path = self.folder / name
-        try:
-            self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-            # The file holds a working sign-in link: readable by its owner only.
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(message.as_bytes(policy=policy.SMTPUTF8))
-        except OSError as exc:
-            raise DeliveryError(f"writing {path}: {exc!r}") from exc
+        path = self.folder / f"{utcnow():%Y%m%dT%H%M%S}-{secrets.token_hex(4)}.eml"
         body = message.get_body(preferencelist=("plain",))
         text = body.get_content() if body is not None else ""
+        try:
+            self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            _write_private(path, message.as_bytes(policy=policy.SMTPUTF8))
+            # The .eml's text is quoted-printable (a link copied from it would break): the
+            # plain text beside it, as the person would read it.
+            _write_private(path.with_suffix(".txt"), text.encode())
+        except OSError as exc:
+            raise DeliveryError(f"writing {path}: {exc!r}") from exc
         log.info("development outbox: message to %s saved as %s\n%s", message["To"], path, text)
+
+
+def _write_private(path: Path, content: bytes) -> None:
+    """Write a new file readable by its owner only: it holds a working sign-in link."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(content)
 
 
 def transport_from_settings(conf: Settings) -> Transport:
@@ -276,6 +284,10 @@ class Mailer:
         """Render ``template`` for ``to`` and deliver it; raise ``DeliveryError``."""
         subject, text, html = self.templates.render(template, context)
         message = compose(sender=self.sender, to=to, subject=subject, text=text, html=html)
+        with delivering(template):  # counted and timed (webapp.metrics)
+            self._deliver(message)
+
+    def _deliver(self, message: EmailMessage) -> None:
         send_mail = current_hooks().send_mail
         if send_mail is None:
             if self.transport is None:
