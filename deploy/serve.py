@@ -240,6 +240,8 @@ def _build_app(target: str) -> None:
 
     # Its start-up lines are the workers' to write.
     logging.disable(logging.CRITICAL)
+    # Where the workers import it from (granian's working_dir, the checkout).
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     module, _, attribute = target.partition(":")
     try:
         app = getattr(importlib.import_module(module), attribute or "app")
