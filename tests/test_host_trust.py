@@ -554,7 +554,13 @@ def test_sessions_record_the_client_not_the_proxy(production_app: Callable[..., 
 
 def _settings(**env: str) -> Any:
     return load_settings(
-        {"APP_ENV": "production", "AUTH_SECRET": "s" * 40, "AUTH_URL": AUTH_URL, **env},
+        {
+            "APP_ENV": "production",
+            "AUTH_SECRET": "s" * 40,
+            "AUTH_URL": AUTH_URL,
+            "DATABASE_URL": "postgresql://app@db.example/app",
+            **env,
+        },
         instance_path="/tmp",
     )
 

@@ -423,6 +423,7 @@ def test_notices_follow_the_mail_settings() -> None:
         "APP_ENV": "production",
         "AUTH_SECRET": TEST_SECRET,
         "AUTH_URL": "https://example.com/auth",
+        "DATABASE_URL": "postgresql://app@db.example/app",
     }
     off = load_settings(production)
     assert not (off.notice_new_device or off.notice_methods or off.notice_other_sessions)

@@ -118,7 +118,11 @@ def window_start(seconds: int, *, after: datetime) -> datetime:
 
 # -- the settings --------------------------------------------------------------------------
 
-PRODUCTION = {"AUTH_SECRET": "s" * 40, "AUTH_URL": "https://example.com/auth"}
+PRODUCTION = {
+    "AUTH_SECRET": "s" * 40,
+    "AUTH_URL": "https://example.com/auth",
+    "DATABASE_URL": "postgresql://app@db.example/app",
+}
 
 
 @pytest.mark.parametrize(
