@@ -28,6 +28,9 @@ the access log JSON objects.
 Memory: this process imports the app's libraries (``PRELOADED``) before it forks the
 workers, which share them; each worker imports the app itself.
 
+Metrics: the workers keep their counts in a fresh directory this process makes
+(``metrics_directory``), which ``GET /metrics`` sums over the workers.
+
 Signals: SIGTERM or SIGINT stop accepting connections and let requests in flight finish
 (at most ``GRACEFUL_SECONDS``); SIGHUP replaces the workers one by one, each loading the
 app's code anew (a new release of the app); after installing other versions of its
@@ -44,9 +47,11 @@ import importlib.util
 import logging
 import multiprocessing
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from granian.constants import HTTPModes, Interfaces
@@ -102,6 +107,7 @@ PRELOADED = (
     "flask_sqlalchemy",
     "flask_wtf.csrf",
     "joserfc.jwk",
+    "prometheus_client",
     "psycopg",
     "pyotp",
     "sqlalchemy.dialects.postgresql",
@@ -214,6 +220,27 @@ def refuse_a_taken_port(host: str, port: int) -> None:
         raise SystemExit(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
 
 
+#: The variable prometheus-client reads, once, when it is imported (webapp/metrics/).
+METRICS_DIRECTORY = "PROMETHEUS_MULTIPROC_DIR"
+
+
+def metrics_directory() -> Path:
+    """Make a new, empty directory for the workers' metrics and name it in
+    ``PROMETHEUS_MULTIPROC_DIR`` (replacing any value given), before this process imports
+    prometheus-client (``preload_libraries``) and forks the workers: prometheus-client,
+    imported with it set, keeps each worker's values in files of its own there
+    (multiprocess mode), and ``GET /metrics`` adds them up (webapp/metrics/exposition.py).
+
+    New at each start, so that no count of an earlier run is added to this one's; private
+    to this user (mode 0700), under ``TMPDIR`` (the system's temporary directory unless
+    set); removed when the server stops. A worker that exits (a crash, SIGHUP) leaves its
+    files: its counts stay in the totals, its gauges are dropped at the next scrape.
+    """
+    directory = Path(tempfile.mkdtemp(prefix="webapp-metrics-"))
+    os.environ[METRICS_DIRECTORY] = str(directory)
+    return directory
+
+
 def check_app(target: str) -> str:
     """Build the app once, in a child process, before any worker starts: a settings mistake
     (no AUTH_SECRET, a bad DATABASE_URL) then stops the server with the one line that names
@@ -257,6 +284,10 @@ if __name__ == "__main__":
         _build_app(sys.argv[2])
         raise SystemExit(0)
     configured = server(check_app(os.environ.get("WSGI_APP", "webapp.wsgi:app")))
+    metrics = metrics_directory()  # before anything imports prometheus-client
     limit_malloc_arenas()
     preload_libraries()
-    configured.serve()
+    try:
+        configured.serve()
+    finally:
+        shutil.rmtree(metrics, ignore_errors=True)

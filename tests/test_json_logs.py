@@ -1,6 +1,6 @@
 """Logs for a machine: AUTH_LOG_FORMAT=json writes every line as one JSON object, with the
-same redaction and encoding as the text format (README, "Operating it"; docs/security.md,
-"Logs")."""
+same redaction and encoding as the text format (docs/how-to/operate.md, "Logs in JSON";
+docs/security.md, "Logs")."""
 
 from __future__ import annotations
 

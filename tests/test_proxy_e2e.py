@@ -1,8 +1,9 @@
-"""The README's nginx set-up, for real: nginx in front of the production server, attacked
+"""The documented nginx set-up, for real: nginx in front of the production server, attacked
 with headers.
 
-nginx runs the README's own snippet (read from README.md, with only addresses, names and
-paths replaced), so the documentation cannot drift from what is tested. Through it, forged
+nginx runs the documentation's own snippet (read from docs/how-to/deploy.md, "Behind a
+proxy", with only addresses, names and paths replaced), so the documentation cannot drift
+from what is tested. Through it, forged
 ``Host``, ``X-Forwarded-Host`` and ``X-Forwarded-For`` headers change no link and no
 throttle, and the proxy's access log never holds an e-mail link's token.
 """
@@ -27,12 +28,14 @@ from .support.servers import free_port, run_server, wait_until_listening
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The page whose nginx snippet is run.
+DEPLOY_GUIDE = ROOT / "docs" / "how-to" / "deploy.md"
 SITE = "app.example"
 
 
 def _nginx_conf(folder: Path, *, listen: int, upstream: int) -> Path:
-    snippet = re.search(r"```nginx\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
-    assert snippet, "README.md has no nginx snippet"
+    snippet = re.search(r"```[^\n]*\.nginx\b[^\n]*\n(.*?)```", DEPLOY_GUIDE.read_text(), re.S)
+    assert snippet, "docs/how-to/deploy.md has no nginx snippet"
     block = snippet[1]
     for old, new in [
         ("listen 443 ssl;", f"listen 127.0.0.1:{listen};"),

@@ -1,4 +1,4 @@
-"""Renamed settings (README, "Versions and deprecations"): the old name keeps working, with
+"""Renamed settings (docs/explanation/versions.md): the old name keeps working, with
 one warning at start-up, until the next major release removes it.
 
 No setting has been renamed yet, so these tests put renames of their own in the table."""
@@ -12,6 +12,7 @@ import pytest
 
 from webapp.settings import ConfigError, Sources, load_settings, settings_from
 from webapp.settings import sources as settings_sources
+from webapp.settings.core import SETTINGS as SITE_SETTINGS
 from webapp.settings.sources import RENAMED_SETTINGS as SHIPPED_RENAMES
 from webapp.settings.sources import RenamedSetting
 
@@ -64,8 +65,8 @@ def test_an_old_name_works_and_is_warned_about_once(caplog, tmp_path):
 def test_reading_an_old_name_twice_warns_once(caplog):
     sources = Sources.read({"AUTH_BASE_URL": URL}, None)
     with caplog.at_level(logging.WARNING, logger="webapp.settings"):
-        assert sources.get("AUTH_URL", "url") == URL
-        assert sources.get("AUTH_URL", "url") == URL
+        assert sources.get(SITE_SETTINGS["AUTH_URL"]) == URL
+        assert sources.get(SITE_SETTINGS["AUTH_URL"]) == URL
     assert len(warnings_of(caplog)) == 1
 
 

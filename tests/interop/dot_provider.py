@@ -39,7 +39,7 @@ import requests
 from joserfc.jwk import RSAKey
 
 from ..support.oauth import APP_ORIGIN, Browser, parse_forms
-from ..support.servers import free_port
+from ..support.servers import free_port, stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Every user's password at DOT.
@@ -175,15 +175,7 @@ class DotProvider:
         self.start_seconds = time.monotonic() - began
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        if self.process is not None and self.process.stdout is not None:
-            self.process.stdout.close()
+        stop_process(self.process)
 
     def rotate_key(self) -> str:
         """Restart DOT with a new signing key, the old ones still in its JWKS (inactive);

@@ -53,7 +53,7 @@ from joserfc import jwt
 from joserfc.jwk import OctKey, RSAKey
 
 from ..support.oauth import APP_ORIGIN, Browser, query_of
-from ..support.servers import free_port
+from ..support.servers import free_port, stop_process
 
 HERE = Path(__file__).resolve().parent / "glewlwyd"
 #: What the set-up posts to the admin API (scopes, modules, the plugin, the people).
@@ -193,13 +193,7 @@ class Glewlwyd:
         raise RuntimeError(f"glewlwyd did not answer at {self.base}")
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
 
     def log(self) -> str:
         """Glewlwyd's own log so far (log_level DEBUG)."""

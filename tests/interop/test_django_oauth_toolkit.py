@@ -41,6 +41,7 @@ from .dot_provider import (
     DotProvider,
     sha256,
 )
+from .rows import account_of, expire_in, rows
 
 pytestmark = pytest.mark.e2e
 
@@ -57,34 +58,6 @@ DOT_BEARER = {
 
 
 # -- helpers ----------------------------------------------------------------------------
-
-
-def rows(app: Flask, model: Any) -> list[Any]:
-    with app.app_context():
-        query = sa.select(model).order_by(model.id).options(sa.orm.undefer("*"))
-        found = list(db.session.scalars(query))
-        db.session.expunge_all()
-        return found
-
-
-def account_of(app: Flask, provider: str) -> Any:
-    """The account row of ``provider`` (Any: its token columns are set by a sign-in)."""
-    with app.app_context():
-        account = db.session.execute(
-            sa.select(Account).where(Account.provider == provider)
-        ).scalar_one()
-        db.session.expunge(account)
-        return account
-
-
-def expire_in(app: Flask, provider: str, seconds: float) -> None:
-    """Make the stored access token expire ``seconds`` from now (due within the margin)."""
-    with app.app_context():
-        account = db.session.execute(
-            sa.select(Account).where(Account.provider == provider)
-        ).scalar_one()
-        account.expires_at = datetime.now(UTC) + timedelta(seconds=seconds)
-        db.session.commit()
 
 
 def kid_of(token: str) -> str:

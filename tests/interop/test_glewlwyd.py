@@ -44,6 +44,7 @@ from .glewlwyd_provider import (
     jwt_claims,
     jwt_header,
 )
+from .rows import account_of, expire_in, rows
 
 pytestmark = pytest.mark.e2e
 
@@ -59,33 +60,6 @@ PUBLIC_REVOKE = (
     "or a client assertion): a public client's revocation (client_id alone, RFC 7009 §2.1) "
     "is answered 401"
 )
-
-
-def rows(app: Flask, model: Any) -> list[Any]:
-    with app.app_context():
-        found = list(db.session.execute(sa.select(model).order_by(model.id)).scalars())
-        db.session.expunge_all()
-        return found
-
-
-def account_of(app: Flask, provider: str) -> Account:
-    with app.app_context():
-        account = db.session.execute(
-            sa.select(Account).where(Account.provider == provider)
-        ).scalar_one()
-        db.session.expunge(account)
-        return account
-
-
-def expire_in(app: Flask, provider: str, seconds: float) -> None:
-    """Make the stored access token expire ``seconds`` from now (due within the margin)."""
-    with app.app_context():
-        db.session.execute(
-            sa.update(Account)
-            .where(Account.provider == provider)
-            .values(expires_at=datetime.now(UTC) + timedelta(seconds=seconds))
-        )
-        db.session.commit()
 
 
 def signed_in(

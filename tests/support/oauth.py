@@ -36,7 +36,7 @@ from joserfc import jwt
 from joserfc.jwk import ECKey, RSAKey
 
 from .mail import EmailActions, Mailbox, link_of
-from .servers import free_port
+from .servers import free_port, stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 APP_ORIGIN = "http://localhost"
@@ -228,15 +228,7 @@ class NodeOP:
             raise RuntimeError(f"oidc-provider did not start (exit code {self.process.poll()})")
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        if self.process is not None and self.process.stdout is not None:
-            self.process.stdout.close()
+        stop_process(self.process)
 
     def discovery(self) -> dict[str, Any]:
         """The provider's metadata (/.well-known/openid-configuration)."""

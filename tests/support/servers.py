@@ -96,3 +96,20 @@ def wait_until_listening(url: str, process: subprocess.Popen[Any]) -> None:
             # Not listening yet, or a worker still starting (under load, past the timeout).
             time.sleep(0.1)
     raise AssertionError(f"{url} did not answer")
+
+
+def stop_process(process: subprocess.Popen[Any] | None) -> None:
+    """Stop a server the tests started: SIGTERM, then SIGKILL after 10 s; close its
+    captured output."""
+    if process is None:
+        return
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    for stream in (process.stdout, process.stderr):
+        if stream is not None:
+            stream.close()

@@ -18,12 +18,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from ipaddress import IPv6Address, ip_address, ip_network
 
-from sqlalchemy import delete, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from webapp.browser_state import known_browsers
 from webapp.core.clock import utcnow
 from webapp.core.keyed_hashes import keyed_hash
+from webapp.metrics import events as metrics_events
 from webapp.settings import RateLimit, current_settings
 from webapp.storage import transactions
 from webapp.storage.database import execute_counting
@@ -105,8 +106,10 @@ def admit(
         counted.append((key, limit))
         count, window_end = hit(key, limit, with_request=with_request)
         if count > limit.limit:
+            refusal = Refusal(key, limit, count, window_end)
+            metrics_events.throttled(refusal.throttle)
             if refused is not None:
-                refused(Refusal(key, limit, count, window_end))
+                refused(refusal)
             return None
     return counted
 
@@ -134,6 +137,23 @@ def release(checks: Sequence[tuple[str, RateLimit]], *, with_request: bool = Fal
             continue
         with db.engine.begin() as conn:
             conn.execute(statement)
+
+
+def left(checks: Sequence[tuple[str, RateLimit]]) -> int:
+    """How many more attempts the counters ``admit`` counted on take in their current
+    windows (the fewest of them), for a page that says how many tries are left."""
+    now = utcnow()
+    fewest = None
+    for key, limit in checks:
+        start, _ = _window(limit, now)
+        count = db.session.execute(
+            select(RateLimitCounter.count).where(
+                RateLimitCounter.key == key, RateLimitCounter.window_start == start
+            )
+        ).scalar_one_or_none()
+        room = max(0, limit.limit - int(count or 0))
+        fewest = room if fewest is None else min(fewest, room)
+    return 0 if fewest is None else fewest
 
 
 def identifier_hash(identifier: str) -> str:

@@ -8,13 +8,14 @@ given (the process environment is not read otherwise). DATABASE_URL defaults to 
 ``SQLALCHEMY_DATABASE_URI``. A bad setting raises ``ConfigError`` naming it.
 
 What it adds to the app: our routes (under AUTH_URL's path, ``/account``, ``/language``,
-``/assets``, ``/healthz`` and ``/readyz``), our templates after the app's own (its
-``templates/auth/signin.html`` replaces ours), our static files, Flask-SQLAlchemy,
-Flask-Login (``login_required``, ``current_user``), Flask-Babel, the CSRF check on every
-form and JSON post, the security headers, the ``flask auth`` commands, and three WSGI
-layers around the whole app: the request id, the trusted proxies' headers and the host
-check. Flask-wide settings the app has chosen (``SECRET_KEY``, ``MAX_CONTENT_LENGTH``, …)
-are kept; those it left at Flask's defaults get ours.
+``/assets``, ``/healthz`` and ``/readyz``; ``/metrics`` with AUTH_METRICS_TOKEN set), our
+templates after the app's own (its ``templates/auth/signin.html`` replaces ours), our
+static files, Flask-SQLAlchemy, Flask-Login (``login_required``, ``current_user``),
+Flask-Babel, the CSRF check on every form and JSON post, the security headers, the ``flask
+auth`` commands, and three WSGI layers around the whole app: the request id, the trusted
+proxies' headers and the host check. Flask-wide settings the app has chosen
+(``SECRET_KEY``, ``MAX_CONTENT_LENGTH``, …) are kept; those it left at Flask's defaults
+get ours.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from webapp.storage import database, sql_counts, transactions
 from webapp.telemetry import logs
 from webapp.ui.assets import TEMPLATES_DIR
 from webapp.web import error_answers, health
+from webapp.web import metrics as metrics_endpoint
 from webapp.web.bearer import bearer_identity
 from webapp.web.extensions import csrf, login_manager
 
@@ -137,7 +139,7 @@ class Auth:
         # check, then Flask. A foreign host is refused before anything else runs.
         app.wsgi_app = logs.wrap(  # type: ignore[method-assign]
             proxies.wrap(hosts.wrap(app, conf, error_answers.expects_json), conf.trusted_proxies),
-            quiet_paths=health.PATHS,
+            quiet_paths=health.PATHS | metrics_endpoint.quiet_paths(conf),
         )
         if not serving:
             return

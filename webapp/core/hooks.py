@@ -89,22 +89,32 @@ class AuthHooks:
     send_mail: Callable[[EmailMessage], object] | None = None
 
     def authorize_credentials(self, fn: F) -> F:
+        """Decorator: ``fn(form)`` checks a credentials provider's form and returns a
+        ``UserInfo`` (signed in) or None (``CredentialsSignin``)."""
         self.authorize = fn
         return fn
 
     def on_signin(self, fn: F) -> F:
+        """Decorator: ``fn(user, provider, profile)`` decides a sign-in before anything is
+        committed: False refuses it (``AccessDenied``), a string sends the browser there
+        instead, anything else lets it go on."""
         self.signin = fn
         return fn
 
     def on_redirect(self, fn: F) -> F:
+        """Decorator: ``fn(url, base_url)`` returns where the browser goes after a sign-in
+        or sign-out (``url`` is already checked to be on this site)."""
         self.redirect = fn
         return fn
 
     def on_session(self, fn: F) -> F:
+        """Decorator: ``fn(user, session)`` returns extra fields for ``GET session``."""
         self.session = fn
         return fn
 
     def mail_transport(self, fn: F) -> F:
+        """Decorator: ``fn(message)`` delivers every message in place of SMTP or the
+        outbox; an exception it raises is a failed delivery."""
         self.send_mail = fn
         return fn
 

@@ -11,7 +11,8 @@ What we take from trusted proxies: the client's address (``REMOTE_ADDR``, which 
 sessions and logs read) and whether the original request was https (``wsgi.url_scheme``).
 The forwarded host is recorded for the host check only (``webapp.core.hosts``); no URL is ever
 built from it: absolute URLs come from AUTH_URL. The RFC 7239 ``Forwarded`` header is not
-read; a proxy in front of this app must send ``X-Forwarded-*`` (README, "Behind a proxy").
+read; a proxy in front of this app must send ``X-Forwarded-*`` (docs/how-to/deploy.md,
+"Behind a proxy").
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ from webapp.core.clock import iso_utc, utcnow
 from webapp.core.hooks import revocation_failed
 from webapp.errors import AccountError
 from webapp.flows.signin.identity import account_columns
+from webapp.metrics import events as metrics_events
 from webapp.oauth.client import OAuthClient
 from webapp.oauth.client_auth import GrantRefused
 from webapp.oauth.metadata import ProviderUnavailable
@@ -173,6 +174,7 @@ def _refresh_once(client: OAuthClient, user_id: int, provider_id: str) -> Provid
             log.warning(
                 "refreshing %s token of user %s: %s", provider_id, user_id, logsafe.encode(exc)
             )
+            metrics_events.token_refresh_unavailable(provider_id)
             raise ProviderDown(provider_id) from exc
         else:
             for name, value in account_columns(answer).items():

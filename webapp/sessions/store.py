@@ -30,6 +30,7 @@ from webapp.audit import trail
 from webapp.browser_state import cookies
 from webapp.core.cache_headers import mark_personal
 from webapp.core.clock import iso_utc, utcnow
+from webapp.metrics import events as metrics_events
 from webapp.settings import current_settings
 from webapp.storage.database import HotSelect, delete_in_batches, execute_counting, write_now
 from webapp.storage.db import db
@@ -112,6 +113,7 @@ def read_session(token: str) -> tuple[AuthSession | None, bool]:
     end = row.created_at + conf.session_max_age_absolute
     if row.expires <= now or end <= now:
         write_now(delete(Session).where(Session.id == row.id))
+        metrics_events.session_expired()
         return None, False
     expires = row.expires
     extended = False

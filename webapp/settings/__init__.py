@@ -6,6 +6,10 @@
 and puts them together in one frozen ``Settings`` (``model``). A bad setting stops start-up
 with a ``ConfigError`` whose message names the setting or provider at fault; secrets never
 appear in that message.
+
+Each section declares the settings it reads (its ``SETTINGS``: name, TOML key, meaning,
+default); ``SECTIONS`` lists them all, and the documentation's settings reference is
+generated from it.
 """
 
 from __future__ import annotations
@@ -15,6 +19,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from webapp.settings import audit as _audit
+from webapp.settings import core as _core
+from webapp.settings import database as _database
+from webapp.settings import email as _email
+from webapp.settings import pages as _pages
+from webapp.settings import passkeys as _passkeys
+from webapp.settings import providers as _providers
+from webapp.settings import sessions as _sessions
+from webapp.settings import sources as _sources
 from webapp.settings.audit import read_audit
 from webapp.settings.core import (
     LOOPBACK_HOSTS,
@@ -22,6 +35,7 @@ from webapp.settings.core import (
     is_loopback_url,
     read_environment,
     read_log_format,
+    read_metrics,
     read_secrets,
     read_site,
 )
@@ -40,7 +54,7 @@ from webapp.settings.pages import read_custom_pages, read_pages
 from webapp.settings.passkeys import read_passkeys
 from webapp.settings.providers import read_provider_bounds, read_providers
 from webapp.settings.sessions import read_sessions
-from webapp.settings.sources import Sources, process_environment
+from webapp.settings.sources import Setting, Sources, process_environment
 
 if TYPE_CHECKING:
     from webapp.settings.dev_server import DevServer
@@ -50,6 +64,8 @@ __all__ = [
     "Brand",
     "ConfigError",
     "RateLimit",
+    "SECTIONS",
+    "Setting",
     "Settings",
     "TrustedProxies",
     "current_settings",
@@ -61,6 +77,20 @@ __all__ = [
     "process_environment",
     "settings_from",
 ]
+
+
+#: Every setting an operator gives, by section: (title, that section's ``SETTINGS``).
+SECTIONS: tuple[tuple[str, Mapping[str, Setting]], ...] = (
+    ("The configuration file", _sources.SETTINGS),
+    ("Environment, secrets and the site's address", _core.SETTINGS),
+    ("Database", _database.SETTINGS),
+    ("Providers, and what a sign-in through one may cost", _providers.SETTINGS),
+    ("Brand, language and your own pages", _pages.SETTINGS),
+    ("Passkeys, two-step verification and re-authentication", _passkeys.SETTINGS),
+    ("E-mail", _email.SETTINGS),
+    ("Audit trail and security notices", _audit.SETTINGS),
+    ("Sessions and HSTS", _sessions.SETTINGS),
+)
 
 
 def load_settings(
@@ -102,6 +132,7 @@ def settings_from(
     development = env == "development"
     log_format = read_log_format(sources)
     keys = read_secrets(sources, development, instance)
+    metrics = read_metrics(sources)
     site = read_site(sources, development, served)
     auth_url: str = site["auth_url"]
     database = read_database(sources, instance, development)
@@ -122,6 +153,7 @@ def settings_from(
         log_format=log_format,
         config_path=sources.config_path,
         **keys,
+        **metrics,
         **site,
         **database,
         **providers,

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from webapp.settings.model import ConfigError, Settings, TrustedProxies
 from webapp.settings.parsers import opt_str, parse_bool
-from webapp.settings.sources import Sources
+from webapp.settings.sources import Setting, Sources, declare
 
 if TYPE_CHECKING:
     from webapp.settings.dev_server import DevServer
@@ -37,9 +37,81 @@ DEV_PORT = 5000
 MIN_SECRET_LENGTH = 32
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 
+SETTINGS = declare(
+    Setting(
+        "APP_ENV",
+        "env",
+        "`development` or `production`. Development generates a secret, serves "
+        "`http://localhost:<port>/auth`, offers the demo sign-in and the outbox; production "
+        "requires `AUTH_SECRET`, `AUTH_URL` and `DATABASE_URL`.",
+        default="`production` (so a forgotten setting fails safe)",
+    ),
+    Setting(
+        "AUTH_LOG_FORMAT",
+        "log_format",
+        "How log lines are written: `text`, or `json`, one JSON object per line for a "
+        "machine to read (access lines and the production server's own lines included).",
+        field="log_format",
+    ),
+    Setting(
+        "AUTH_SECRET",
+        "secret",
+        f"Key material (at least {MIN_SECRET_LENGTH} characters) for the keyed hashes, the "
+        "CSRF cookie, the sealed cookies and the tokens sealed at rest.",
+        default="required in production; in development one is generated once into "
+        "`instance/dev-auth-secret`",
+    ),
+    Setting(
+        "AUTH_PREVIOUS_SECRETS",
+        None,
+        "Old secrets, comma-separated, still accepted for reading during a rotation: tokens "
+        "sealed under them are opened until `flask auth rotate-secrets` re-seals them.",
+        default="none",
+    ),
+    Setting(
+        "AUTH_URL",
+        "url",
+        "The public auth base URL, e.g. `https://example.com/auth`: every absolute URL the "
+        "app builds starts with it, and its path is the prefix of the auth routes.",
+        default="required in production; in development `http://localhost:<port>/auth`, "
+        "`<port>` being the one `flask run` serves",
+    ),
+    Setting(
+        "AUTH_TRUSTED_PROXIES",
+        "trusted_proxies",
+        "The reverse proxies whose `X-Forwarded-For` and `X-Forwarded-Proto` are believed: "
+        "a hop count (`1`, at most 10) or their addresses and networks "
+        "(`127.0.0.1/32,10.0.0.0/8`).",
+        default="none: forwarded headers are ignored",
+    ),
+    Setting(
+        "AUTH_TRUST_HOST",
+        "trust_host",
+        "The old switch, kept as an alias: `true` without `AUTH_TRUSTED_PROXIES` means one "
+        "proxy hop (client address and scheme only; links never follow a forwarded host).",
+        default="`false`",
+    ),
+    Setting(
+        "AUTH_ALLOWED_HOSTS",
+        "allowed_hosts",
+        "Other host names requests may name (an internal alias), comma-separated; every "
+        "link still names `AUTH_URL`'s host.",
+        default="none; in development, requests for `localhost`, `127.0.0.1` or `::1` that "
+        "are not `AUTH_URL`'s host are redirected to it",
+    ),
+    Setting(
+        "AUTH_METRICS_TOKEN",
+        "metrics_token",
+        f"The bearer token (at least {MIN_SECRET_LENGTH} characters) a Prometheus scraper "
+        "sends to `GET /metrics` (`Authorization: Bearer <token>`); a secret, never logged.",
+        default="none: `/metrics` is not served (404)",
+    ),
+)
+
 
 def read_environment(sources: Sources) -> str:
-    env = str(sources.get("APP_ENV", "env") or "production").strip().lower()
+    get, _ = sources.readers(SETTINGS)
+    env = str(get("APP_ENV") or "production").strip().lower()
     if env not in ENVIRONMENTS:
         raise ConfigError(f"APP_ENV must be one of {', '.join(ENVIRONMENTS)}; got {env!r}")
     return env
@@ -47,7 +119,7 @@ def read_environment(sources: Sources) -> str:
 
 def read_log_format(sources: Sources) -> str:
     """AUTH_LOG_FORMAT: how every line the app (and deploy/serve.py's server) logs is written."""
-    given = sources.get("AUTH_LOG_FORMAT", "log_format")
+    given = sources.readers(SETTINGS)[0]("AUTH_LOG_FORMAT")
     log_format = str(given or Settings.log_format).strip().lower()
     if log_format not in LOG_FORMATS:
         raise ConfigError(f"AUTH_LOG_FORMAT must be one of {', '.join(LOG_FORMATS)}; got {given!r}")
@@ -55,7 +127,8 @@ def read_log_format(sources: Sources) -> str:
 
 
 def read_secrets(sources: Sources, development: bool, instance_path: Path) -> dict[str, Any]:
-    secret = opt_str(sources.get("AUTH_SECRET", "secret"))
+    get, _ = sources.readers(SETTINGS)
+    secret = opt_str(get("AUTH_SECRET"))
     if secret is None:
         if not development:
             raise ConfigError(
@@ -67,14 +140,15 @@ def read_secrets(sources: Sources, development: bool, instance_path: Path) -> di
     if len(secret) < MIN_SECRET_LENGTH:
         raise ConfigError(f"AUTH_SECRET must be at least {MIN_SECRET_LENGTH} characters long")
     previous = tuple(
-        s.strip() for s in str(sources.get("AUTH_PREVIOUS_SECRETS") or "").split(",") if s.strip()
+        s.strip() for s in str(get("AUTH_PREVIOUS_SECRETS") or "").split(",") if s.strip()
     )
     return {"secret": secret, "previous_secrets": previous}
 
 
 def read_site(sources: Sources, development: bool, served: DevServer | None) -> dict[str, Any]:
     """AUTH_URL, and the proxies and host names requests for it may come through."""
-    auth_url = opt_str(sources.get("AUTH_URL", "url"))
+    get, _ = sources.readers(SETTINGS)
+    auth_url = opt_str(get("AUTH_URL"))
     # Development without AUTH_URL under a server whose port is unknown (not `flask run`):
     # links follow the loopback name and port the browser used (webapp.core.urls).
     auth_url_from_request = auth_url is None and served is None
@@ -88,14 +162,14 @@ def read_site(sources: Sources, development: bool, served: DevServer | None) -> 
     if development and served is not None:
         _warn_if_served_elsewhere(auth_url, served)
     trusted_proxies = _parse_trusted_proxies(
-        sources.get("AUTH_TRUSTED_PROXIES", "trusted_proxies"),
-        parse_bool("AUTH_TRUST_HOST", sources.get("AUTH_TRUST_HOST", "trust_host")),
+        get("AUTH_TRUSTED_PROXIES"),
+        parse_bool("AUTH_TRUST_HOST", get("AUTH_TRUST_HOST")),
     )
     return {
         "auth_url": auth_url,
         "auth_url_from_request": auth_url_from_request,
         "trusted_proxies": trusted_proxies,
-        "allowed_hosts": _parse_hosts(sources.get("AUTH_ALLOWED_HOSTS", "allowed_hosts")),
+        "allowed_hosts": _parse_hosts(get("AUTH_ALLOWED_HOSTS")),
     }
 
 
@@ -216,3 +290,24 @@ def is_ip_address(text: str) -> bool:
     except ValueError:
         return False
     return "/" not in text
+
+
+#: What a bearer token may hold: printable ASCII, no space (it travels in a header).
+_TOKEN_RE = re.compile(r"[\x21-\x7e]+")
+
+
+def read_metrics(sources: Sources) -> dict[str, Any]:
+    """AUTH_METRICS_TOKEN: what ``GET /metrics`` asks of a scraper (unset: not served).
+    Checked like AUTH_SECRET; its value never appears in a message."""
+    token = opt_str(sources.readers(SETTINGS)[0]("AUTH_METRICS_TOKEN"))
+    if token is not None and len(token) < MIN_SECRET_LENGTH:
+        raise ConfigError(
+            f"AUTH_METRICS_TOKEN must be at least {MIN_SECRET_LENGTH} characters long, e.g. "
+            '`python -c "import secrets; print(secrets.token_urlsafe(32))"`'
+        )
+    if token is not None and not _TOKEN_RE.fullmatch(token):
+        raise ConfigError(
+            "AUTH_METRICS_TOKEN must be printable ASCII without spaces (it is sent in an "
+            "HTTP header)"
+        )
+    return {"metrics_token": token}

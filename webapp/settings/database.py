@@ -16,17 +16,77 @@ from sqlalchemy.exc import ArgumentError
 
 from webapp.settings.model import ConfigError, Settings
 from webapp.settings.parsers import opt_str, parse_bool, parse_int
-from webapp.settings.sources import Sources
+from webapp.settings.sources import Setting, Sources, declare
 
 #: DATABASE_POOLER: what stands between the app and PostgreSQL. ``transaction``: a pooler
 #: that hands each transaction to any server connection (PgBouncer ``pool_mode =
 #: transaction``), so nothing may outlive a transaction on a connection (docs/scaling.md).
 POOLERS = ("none", "transaction")
 
+SETTINGS = declare(
+    Setting(
+        "DATABASE_URL",
+        "database_url",
+        "The database, as an SQLAlchemy URL: PostgreSQL (`postgresql://user:password@host/db`; "
+        "`postgres://` is accepted, and both use psycopg 3) or SQLite (`sqlite:////path`).",
+        default="required in production; in development the SQLite file "
+        "`instance/webapp.sqlite3`; an embedding app's `SQLALCHEMY_DATABASE_URI`",
+    ),
+    Setting(
+        "DATABASE_DIRECT_URL",
+        "database_direct_url",
+        "A connection straight to PostgreSQL, past a pooler: where `flask auth migrate` holds "
+        "its lock and runs the migrations.",
+        default="`DATABASE_URL`; required with `DATABASE_POOLER=transaction` and "
+        "`MIGRATE_ON_START`",
+    ),
+    Setting(
+        "DATABASE_POOLER",
+        "database_pooler",
+        "What stands between the app and PostgreSQL: `none`, or `transaction` for a pooler "
+        "in transaction mode (PgBouncer `pool_mode = transaction`): no prepared statements, "
+        "no state kept on a connection.",
+        default="`none`",
+    ),
+    Setting(
+        "MIGRATE_ON_START",
+        None,
+        "`scripts/serve` runs `flask auth migrate` before serving (one instance migrates, the "
+        "others wait and find nothing to do).",
+        field="migrate_on_start",
+    ),
+    Setting(
+        "DB_POOL_SIZE",
+        None,
+        "Database connections each worker process keeps (at least 1): one per server thread.",
+        field="db_pool_size",
+    ),
+    Setting(
+        "DB_MAX_OVERFLOW",
+        None,
+        "Extra connections a worker may open under bursts, beyond `DB_POOL_SIZE` (at least 0).",
+        field="db_max_overflow",
+    ),
+    Setting(
+        "DB_POOL_PRE_PING",
+        None,
+        "Test every pooled connection, and every read connection, with `SELECT 1` before use: "
+        "for networks that cut idle connections silently (it costs a round trip per read).",
+        field="db_pool_pre_ping",
+    ),
+    Setting(
+        "SQL_COUNT_HEADERS",
+        None,
+        "Add `X-SQL-Statements` and `X-SQL-Writes` to every response (the benchmark's "
+        "per-request SQL count; off in normal operation).",
+        field="sql_count_headers",
+    ),
+)
+
 
 def read_database(sources: Sources, instance_path: Path, development: bool) -> dict[str, Any]:
-    get = sources.get
-    database_url = opt_str(get("DATABASE_URL", "database_url"))
+    get, _ = sources.readers(SETTINGS)
+    database_url = opt_str(get("DATABASE_URL"))
     if database_url is None:
         if not development:
             # A SQLite file in the instance folder is the first run's database: in
@@ -38,10 +98,10 @@ def read_database(sources: Sources, instance_path: Path, development: bool) -> d
             )
         database_url = "sqlite:///" + str(instance_path.resolve() / "webapp.sqlite3")
     database_url = _checked("DATABASE_URL", _with_driver(database_url))
-    database_direct_url = opt_str(get("DATABASE_DIRECT_URL", "database_direct_url"))
+    database_direct_url = opt_str(get("DATABASE_DIRECT_URL"))
     if database_direct_url is not None:
         database_direct_url = _checked("DATABASE_DIRECT_URL", _with_driver(database_direct_url))
-    pooler = str(get("DATABASE_POOLER", "database_pooler") or "none").strip().lower()
+    pooler = str(get("DATABASE_POOLER") or "none").strip().lower()
     if pooler not in POOLERS:
         raise ConfigError(f"DATABASE_POOLER must be one of {', '.join(POOLERS)}; got {pooler!r}")
     migrate_on_start = bool(parse_bool("MIGRATE_ON_START", get("MIGRATE_ON_START")))

@@ -94,7 +94,10 @@ class Settings:
     auth_url_from_request: bool = False
     #: The demo credentials hook accepts any address with ``DEMO_PASSWORD``. Development only.
     demo_credentials: bool = False
+    #: How long a session lives from its last extension (Auth.js's ``maxAge``).
     session_max_age: timedelta = timedelta(days=30)
+    #: A session read when it is older than this is extended (Auth.js's ``updateAge``): one
+    #: ``UPDATE``, the cookie re-sent; younger, a read writes nothing.
     session_update_age: timedelta = timedelta(days=1)
     #: Longest a session lives from its sign-in, however often it is used (then a new one).
     session_max_age_absolute: timedelta = timedelta(days=90)
@@ -164,7 +167,8 @@ class Settings:
     #: Clock skew tolerated on ID token ``exp`` and ``iat``.
     id_token_leeway: timedelta = timedelta(seconds=60)
     #: Database connections each worker process keeps (PostgreSQL): one per server thread,
-    #: since a request holds at most one at a time on the hot path (README, Production).
+    #: since a request holds at most one at a time on the hot path (docs/how-to/deploy.md,
+    #: "Sizing workers").
     db_pool_size: int = 10
     #: Extra connections a worker may open under bursts beyond ``db_pool_size``.
     db_max_overflow: int = 5
@@ -233,6 +237,9 @@ class Settings:
     #: How log lines are written (AUTH_LOG_FORMAT): ``text``, or ``json`` for a machine to
     #: read, one object per line (``webapp.telemetry.jsonlines``).
     log_format: str = "text"
+    #: The bearer token ``GET /metrics`` asks for (AUTH_METRICS_TOKEN); None: not served.
+    #: Left out of ``repr``: settings that reach a log or a traceback show no secret.
+    metrics_token: str | None = field(default=None, repr=False)
 
     @property
     def is_development(self) -> bool:

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from webapp.settings.model import Brand, ConfigError, Settings
 from webapp.settings.parsers import nearest, opt_str
-from webapp.settings.sources import Sources
+from webapp.settings.sources import Setting, Sources, declare
 
 #: The pages an application may replace: the setting, its ``[auth.pages]`` key (Auth.js's
 #: name) and the route of ours it replaces.
@@ -32,9 +32,60 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 #: The keys of ``[auth.brand]``.
 _BRAND_KEYS = ("name", "logo", "color")
 
+_PAGE_MEANING = (
+    "Your own {what} page in place of ours (Auth.js's `pages`): a path on this site or an "
+    "absolute URL on `AUTH_URL`'s origin. Every redirect to that page goes there with "
+    "Auth.js's parameters (`callbackUrl`, `error`, `code`, `provider`, `type`); ours stays "
+    "at its route, so your page can post to it."
+)
+_PAGE_NAMES = {
+    "signin": "sign-in",
+    "signout": "sign-out",
+    "error": "error",
+    "verify-request": '"check your e-mail"',
+}
+
+SETTINGS = declare(
+    Setting(
+        "AUTH_BRAND_NAME",
+        "brand.name",
+        "The product name on every page and in the e-mails.",
+        default=f"`{Brand.name}`",
+    ),
+    Setting(
+        "AUTH_BRAND_LOGO",
+        "brand.logo",
+        "A logo on every page: a path under this site (`/static/logo.svg`) or a same-origin "
+        "URL; no remote image.",
+        default="none",
+    ),
+    Setting(
+        "AUTH_BRAND_COLOR",
+        "brand.color",
+        "The accent colour of every page, a CSS hex colour.",
+        default=f"`{Brand.color}`",
+    ),
+    Setting(
+        "AUTH_DEFAULT_LOCALE",
+        "default_locale",
+        "The pages' and messages' language when neither the person's choice nor the "
+        "browser's `Accept-Language` names a shipped one; must be a shipped locale.",
+        field="default_locale",
+    ),
+    *(
+        Setting(
+            name,
+            f"pages.{key}",
+            _PAGE_MEANING.format(what=_PAGE_NAMES[route]),
+            default="ours",
+        )
+        for name, key, route in CUSTOM_PAGES
+    ),
+)
+
 
 def read_pages(sources: Sources) -> dict[str, Any]:
-    get = sources.get
+    get, _ = sources.readers(SETTINGS)
     brand_table = sources.table("brand")
     for key in brand_table:
         if key not in _BRAND_KEYS:
@@ -43,9 +94,9 @@ def read_pages(sources: Sources) -> dict[str, Any]:
                 + nearest(key, _BRAND_KEYS)
             )
     brand = Brand(
-        name=str(get("AUTH_BRAND_NAME") or brand_table.get("name") or Brand.name),
-        logo=opt_str(get("AUTH_BRAND_LOGO") or brand_table.get("logo")),
-        color=str(get("AUTH_BRAND_COLOR") or brand_table.get("color") or Brand.color),
+        name=str(get("AUTH_BRAND_NAME") or Brand.name),
+        logo=opt_str(get("AUTH_BRAND_LOGO")),
+        color=str(get("AUTH_BRAND_COLOR") or Brand.color),
     )
     if not re.fullmatch(r"#[0-9a-fA-F]{3}([0-9a-fA-F]{3})?", brand.color):
         raise ConfigError(
@@ -53,13 +104,13 @@ def read_pages(sources: Sources) -> dict[str, Any]:
         )
     return {
         "brand": brand,
-        "default_locale": opt_str(get("AUTH_DEFAULT_LOCALE", "default_locale"))
-        or Settings.default_locale,
+        "default_locale": opt_str(get("AUTH_DEFAULT_LOCALE")) or Settings.default_locale,
     }
 
 
 def read_custom_pages(sources: Sources, auth_url: str) -> dict[str, Any]:
     """The application's own pages, each a path on this site (``custom_pages``)."""
+    get, _ = sources.readers(SETTINGS)
     table = sources.table("pages")
     known = [key for _, key, _ in CUSTOM_PAGES]
     for key in table:
@@ -70,7 +121,7 @@ def read_custom_pages(sources: Sources, auth_url: str) -> dict[str, Any]:
             )
     pages: dict[str, str] = {}
     for name, key, route in CUSTOM_PAGES:
-        value = opt_str(sources.get(name) or table.get(key))
+        value = opt_str(get(name))
         if value is not None:
             pages[route] = _site_path(f"{name} ([auth.pages] {key})", value, auth_url)
     return {"custom_pages": pages}

@@ -5,6 +5,11 @@ then the overrides (``load_settings``'s; for a Flask app, its ``app.config``: ``
 then, where none of them sets a name, the app's defaults (``SQLALCHEMY_DATABASE_URI`` for
 DATABASE_URL). This is the only module that looks at ``os.environ``.
 
+Each section reader declares the settings it reads as ``Setting`` entries (its ``SETTINGS``:
+name, TOML key, meaning, default) and reads them through ``Sources.readers``, by name: these
+declarations are the one list of settings, and the documentation's settings reference is
+generated from them.
+
 A renamed setting's old name keeps working until the next major release, with a warning at
 start-up (``RENAMED_SETTINGS``).
 """
@@ -14,7 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +28,44 @@ from webapp.settings.model import ConfigError, RateLimit, Settings
 from webapp.settings.parsers import nearest, opt_str, parse_rate
 
 log = logging.getLogger("webapp.settings")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting as an operator gives it.
+
+    ``name`` is the environment variable and the ``app.config`` key; ``toml_key`` the key of
+    the TOML file's ``[auth]`` table (``brand.name``: the key ``name`` of ``[auth.brand]``),
+    None when the file cannot set it. ``meaning`` says what it does, for the reference.
+    """
+
+    name: str
+    toml_key: str | None
+    meaning: str
+    #: The ``Settings`` field holding the value, when its default is that field's fixed
+    #: default (the reference shows it; limits are read with it as their default).
+    field: str | None = None
+    #: The default in words, where it follows other settings (development, AUTH_URL's host)
+    #: or is no field's; it wins over the field's in the reference.
+    default: str | None = None
+    #: How a duration field's default is written in this setting: ``seconds`` or ``days``.
+    unit: str = "seconds"
+
+    @property
+    def toml_label(self) -> str | None:
+        """Where the TOML file sets it: ``[auth] url``, ``[auth.brand] name``."""
+        if self.toml_key is None:
+            return None
+        table, _, key = self.toml_key.rpartition(".")
+        return f"[auth.{table}] {key}" if table else f"[auth] {key}"
+
+
+def declare(*settings: Setting) -> Mapping[str, Setting]:
+    """A section's settings by name, in the order given (a section's ``SETTINGS``)."""
+    table = {s.name: s for s in settings}
+    if len(table) != len(settings):
+        raise ValueError("a setting is declared twice")
+    return table
 
 
 @dataclass(frozen=True)
@@ -42,6 +85,26 @@ class RenamedSetting:
 #: setting is renamed, with ``removed_in_major`` the next major version; remove it, and so
 #: stop reading the old name, in that major release.
 RENAMED_SETTINGS: tuple[RenamedSetting, ...] = ()
+
+
+#: The setting that names the TOML file, read before the file (``Sources.read``).
+SETTINGS = declare(
+    Setting(
+        "AUTH_CONFIG",
+        None,
+        "A TOML file to read settings from: its `[auth]` table (the TOML keys of this page) "
+        "and its `[[providers]]`. The environment (and `app.config`) wins over it.",
+        default="none",
+    ),
+    Setting(
+        "AUTH_PROVIDERS",
+        None,
+        "An embedding application's providers, in `app.config` only: a list of dicts like "
+        "the TOML file's `[[providers]]` tables (relative key paths are relative to the "
+        "app's folder), declared after the file's.",
+        default="none",
+    ),
+)
 
 
 def process_environment() -> Mapping[str, str]:
@@ -74,7 +137,7 @@ class Sources:
         env: dict[str, Any] = dict(process_environment() if environ is None else environ)
         env.update(overrides or {})
         # Read through ``get`` so that a renamed AUTH_CONFIG's old name is honoured too.
-        config_path = opt_str(cls(env, None, {}, []).get("AUTH_CONFIG"))
+        config_path = opt_str(cls(env, None, {}, []).get(SETTINGS["AUTH_CONFIG"]))
         auth, providers = _read_toml(config_path)
         return cls(env, config_path, auth, providers)
 
@@ -93,7 +156,7 @@ class Sources:
         after the file's. Where no source sets a name: ``defaults``, and for DATABASE_URL
         the app's ``SQLALCHEMY_DATABASE_URI``."""
         sources = cls.read(environ or {}, config)
-        declared = config.get("AUTH_PROVIDERS") or []
+        declared = config.get(SETTINGS["AUTH_PROVIDERS"].name) or []
         if not isinstance(declared, list | tuple) or not all(
             isinstance(p, Mapping) for p in declared
         ):
@@ -107,13 +170,28 @@ class Sources:
             {**defaults, "DATABASE_URL": config.get("SQLALCHEMY_DATABASE_URI")},
         )
 
-    def get(self, name: str, toml_key: str | None = None) -> Any:
-        """The setting ``name``, else the TOML ``[auth]`` key ``toml_key``, else an old
-        name of it (``RENAMED_SETTINGS``; warned about once), else the default for
-        ``name``; None: none of them. An old name set to another value than the new
-        name's is an error naming both."""
+    def readers(
+        self, declared: Mapping[str, Setting]
+    ) -> tuple[Callable[[str], Any], Callable[[str], RateLimit]]:
+        """``get(name)`` and ``rate(name)`` for the settings a section declares: a name it
+        does not declare is a ``KeyError``, so that every setting read is declared."""
+
+        def get(name: str) -> Any:
+            return self.get(declared[name])
+
+        def rate(name: str) -> RateLimit:
+            return self.rate(declared[name])
+
+        return get, rate
+
+    def get(self, setting: Setting) -> Any:
+        """The declared ``setting``'s value, else its TOML key's, else an old name of it
+        (``RENAMED_SETTINGS``; warned about once), else the default for its name; None: none
+        of them. An old name set to another value than the new name's is an error naming
+        both."""
+        name, toml_key = setting.name, setting.toml_key
         if toml_key:
-            self._read_keys.add(toml_key)
+            self._read_keys.add(toml_key.partition(".")[0])
         found = self._given(name, toml_key)
         for renamed in (r for r in RENAMED_SETTINGS if r.new_name == name):
             if renamed.old_toml_key:
@@ -155,8 +233,12 @@ class Sources:
         in the TOML ``[auth]`` table; None: neither sets it."""
         if name in self.env and self.env[name] not in (None, ""):
             return _Given(name, self.env[name], in_toml=False)
-        if toml_key and toml_key in self.auth:
-            return _Given(f"[auth] {toml_key}", self.auth[toml_key], in_toml=True)
+        if toml_key:
+            table, _, key = toml_key.rpartition(".")
+            values = self.auth.get(table, {}) if table else self.auth
+            if isinstance(values, Mapping) and key in values:
+                label = f"[auth.{table}] {key}" if table else f"[auth] {key}"
+                return _Given(label, values[key], in_toml=True)
         return None
 
     def _warn_renamed(self, old_label: str, new_label: str, removed_in_major: int) -> None:
@@ -172,10 +254,11 @@ class Sources:
             removed_in_major,
         )
 
-    def rate(self, name: str, field_name: str) -> RateLimit:
-        """Parse the limit setting ``name`` (TOML key: the field's name), or its default."""
-        default: RateLimit = getattr(Settings, field_name)
-        return parse_rate(name, self.get(name, field_name), default)
+    def rate(self, setting: Setting) -> RateLimit:
+        """Parse the limit ``setting``, or its field's default."""
+        assert setting.field is not None, setting.name
+        default: RateLimit = getattr(Settings, setting.field)
+        return parse_rate(setting.name, self.get(setting), default)
 
 
 @dataclass(frozen=True)

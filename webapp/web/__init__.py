@@ -43,6 +43,7 @@ from webapp.web import (
     language,
     pages,
 )
+from webapp.web import metrics as metrics_endpoint
 from webapp.web.islands import error_page, provider_chooser
 
 #: Where the account area's routes are (``account_routes``, ``account_api``).
@@ -82,6 +83,7 @@ def init_app(
     app.register_blueprint(account_api.bp, url_prefix=ACCOUNT_PATH + "/api")
     app.register_blueprint(language.bp)
     health.init_app(app)
+    metrics_endpoint.init_app(app, conf, built)
     if pages.bp.name not in app.blueprints:
         _link_home_to_root(app)
     if site_error_pages:
