@@ -77,10 +77,12 @@ ALL_DATABASES = os.environ.get("AUTH_TESTS_ALL_DATABASES", "").lower() == "true"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Leave out the SQLite runs of the tests outside ``SQLITE_MODULES`` (listed as
-    deselected), unless AUTH_TESTS_ALL_DATABASES=true."""
+    """Leave out the SQLite runs of the tests outside ``SQLITE_MODULES`` that also run on
+    PostgreSQL (listed as deselected; a test that runs on SQLite only is kept), unless
+    AUTH_TESTS_ALL_DATABASES=true."""
     if ALL_DATABASES:
         return
+    ids = {item.nodeid for item in items}
     kept: list[pytest.Item] = []
     left_out: list[pytest.Item] = []
     for item in items:
@@ -89,8 +91,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             callspec.params.get("database_url"),
             callspec.params.get("empty_database"),
         )
+        also_on_postgresql = item.nodeid.replace("sqlite", "postgresql") in ids
         module = item.path.stem
-        (left_out if on_sqlite and module not in SQLITE_MODULES else kept).append(item)
+        drop = on_sqlite and also_on_postgresql and module not in SQLITE_MODULES
+        (left_out if drop else kept).append(item)
     if left_out:
         config.hook.pytest_deselected(items=left_out)
         items[:] = kept

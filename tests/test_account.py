@@ -279,6 +279,90 @@ def test_unlink_with_htmx_returns_the_section(app, client, auth, account_factory
     assert _account_ids(app, user.id) != [] and github not in _account_ids(app, user.id)
 
 
+def _add_passkey(app, user_id: int, name: str = "Phone") -> int:
+    with app.app_context():
+        passkey = Authenticator(
+            user_id=user_id,
+            credential_id=f"cred-{name}",
+            public_key="key",
+            sign_count=0,
+            backed_up=False,
+            device_type="single_device",
+            name=name,
+        )
+        db.session.add(passkey)
+        db.session.commit()
+        return passkey.id
+
+
+def test_remove_asks_first_on_a_page_of_its_own_without_javascript(
+    app, client, auth, account_factory
+):
+    auth.signin()
+    user = _user(app)
+    github = account_factory(app, user.id)
+    passkey = _add_passkey(app, user.id)
+    page = client.get("/account").get_data(as_text=True)
+    # "Remove" only leads to the question: a GET, nothing removed by it.
+    assert f'<form method="get" action="/account/accounts/{github}/unlink"' in page
+    assert f'<form method="get" action="/account/passkeys/{passkey}/remove"' in page
+    asked = client.get(f"/account/accounts/{github}/unlink").get_data(as_text=True)
+    assert '<h1 id="card-title">Remove github?</h1>' in asked
+    assert f'<form method="post" action="/account/accounts/{github}/unlink"' in asked
+    assert "Yes, remove github" in asked and 'href="/account#accounts"' in asked
+    assert "hx-post" not in asked and "language" in asked
+    asked = client.get(f"/account/passkeys/{passkey}/remove").get_data(as_text=True)
+    assert '<h1 id="card-title">Remove the passkey “Phone”?</h1>' in asked
+    assert f'<form method="post" action="/account/passkeys/{passkey}/remove"' in asked
+    assert github in _account_ids(app, user.id)
+
+
+def test_remove_asks_in_place_with_htmx(app, client, auth, account_factory):
+    auth.signin()
+    github = account_factory(app, _user(app).id)
+    asked = client.get(f"/account/accounts/{github}/unlink", headers=HTMX)
+    html = asked.get_data(as_text=True)
+    assert asked.status_code == 200 and "<html" not in html
+    assert html.lstrip().startswith('<div class="confirm-step" role="group"')
+    assert "data-focus-after-swap>Remove github?</p>" in html
+    assert f'hx-post="/account/accounts/{github}/unlink" hx-target="#accounts"' in html
+    assert "data-dismiss>Cancel</a>" in html
+
+
+def test_what_is_not_the_person_s_to_remove_is_not_asked_about(app, client, auth, account_factory):
+    demo_sign_in(app.test_client(), "bob@example.com")
+    bob = _user(app, "bob@example.com")
+    bob_passkey = _add_passkey(app, bob.id)
+    auth.signin()
+    r = client.get(f"/account/passkeys/{bob_passkey}/remove")
+    assert (r.status_code, r.headers["Location"]) == (303, "/account#passkeys")
+    r = client.get(f"/account/passkeys/{bob_passkey}/remove", headers=HTMX)
+    assert (r.status_code, r.headers["HX-Redirect"]) == (204, "/account#passkeys")
+
+
+@pytest.mark.parametrize("removed", ["account", "passkey"])
+def test_a_removal_with_htmx_re_renders_every_section_that_counts_the_ways_in(
+    app, client, auth, account_factory, without_email, removed
+):
+    auth.signin()
+    user = _user(app)
+    (demo,) = _account_ids(app, user.id)
+    passkey = _add_passkey(app, user.id)
+    path = (
+        f"/account/accounts/{demo}/unlink"
+        if removed == "account"
+        else f"/account/passkeys/{passkey}/remove"
+    )
+    html = client.post(path, data={"csrfToken": auth.csrf()}, headers=HTMX).get_data(as_text=True)
+    target, others = ("accounts", "passkeys") if removed == "account" else ("passkeys", "accounts")
+    assert html.lstrip().startswith(f'<section id="{target}" class="panel"')
+    for section in (others, "two-factor"):
+        opening = f'<section id="{section}" class="panel" aria-labelledby="{section}-title"'
+        assert f'{opening} hx-swap-oob="true">' in html
+    # What is left is the last way in: nothing offers to remove it any more.
+    assert "/unlink" not in html and "/remove" not in html
+
+
 def test_unlink_as_a_plain_form_redirects_with_the_message(app, client, auth, account_factory):
     auth.signin()
     user = _user(app)

@@ -262,3 +262,49 @@ def test_json_clients_get_the_verify_request_url(actions, mailbox):
     assert r.status_code == 200
     assert r.json == {"url": "http://localhost/auth/verify-request?provider=email&type=email"}
     assert len(mailbox.messages) == 1
+
+
+def test_a_confirmation_from_the_account_area_says_what_it_confirms(app, actions, mailbox):
+    address = "ann@example.com"
+    actions.request_link(address)
+    actions.confirm(link_of(mailbox.last()))  # signed in by e-mail: a verified address
+    confirm = actions.client.get("/account/confirm", query_string={"next": "/account#delete"})
+    assert 'name="purpose" value="delete-account"' in confirm.get_data(as_text=True)
+    answer = actions.request_link(address, purpose="delete-account", callbackUrl="/account#delete")
+    assert answer.headers["Location"] == (
+        "http://localhost/auth/verify-request?provider=email&type=email&purpose=delete-account"
+    )
+    message = mailbox.last()
+    assert message["Subject"] == "Confirm deleting your account at Webapp"
+    text = message.get_body(preferencelist=("plain",)).get_content()
+    assert f"is deleting the account {address} at Webapp" in text
+    assert "asked to sign in" not in text and "Sign out all other sessions" in text
+    html = message.get_body(preferencelist=("html",)).get_content()
+    assert "Confirm it is you</a>" in html
+    page = actions.client.get(answer.headers["Location"]).get_data(as_text=True)
+    assert '<h1 id="card-title">Check your email to confirm deleting your account</h1>' in page
+    assert "A sign-in link has been sent" not in page
+    # A wrong code shows the page again, still saying what it confirms.
+    again = actions.client.post(
+        "/auth/callback/email",
+        data={"csrfToken": actions.csrf(), "code": "ABCD-2345", "purpose": "delete-account"},
+    )
+    assert again.status_code == 400
+    assert "Check your email to confirm deleting your account" in again.get_data(as_text=True)
+    # Other changes that need a recent sign-in get the general wording.
+    actions.request_link(address, purpose="confirm")
+    assert mailbox.last()["Subject"] == "Confirm it is you at Webapp"
+
+
+def test_only_the_browser_s_own_address_gets_a_confirmation_s_wording(app, actions, mailbox):
+    # Nobody can send someone else a message saying their account is being deleted.
+    stranger = EmailActions(app.test_client())
+    answer = stranger.request_link("ann@example.com", purpose="delete-account")
+    assert "purpose" not in answer.headers["Location"]
+    assert mailbox.last()["Subject"] == "Sign in to Webapp"
+    actions.request_link("bob@example.com")
+    actions.confirm(link_of(mailbox.last()))
+    actions.request_link("ann@example.com", purpose="delete-account")
+    assert mailbox.last()["Subject"] == "Sign in to Webapp"
+    actions.request_link("bob@example.com", purpose="anything")
+    assert mailbox.last()["Subject"] == "Sign in to Webapp"

@@ -65,7 +65,7 @@ def test_island_unit_tests_pass():
 
 def test_manifest_names_existing_hashed_files():
     manifest = json.loads(MANIFEST.read_text())
-    assert set(manifest) == {"chooser", "error-page", "htmx", "passkey"}
+    assert set(manifest) == {"chooser", "error-page", "htmx", "page-tools", "passkey"}
     for name, file in manifest.items():
         assert re.fullmatch(rf"{name}-[A-Z0-9]{{8}}\.js", file)
         assert (DIST_DIR / file).is_file()
@@ -130,6 +130,43 @@ def test_chooser_data_block(client):
     assert data["error"]["code"] == "EmailSignin"
     assert data["credentials"]["demo"]["demo"] is True
     assert [f["name"] for f in data["credentials"]["demo"]["fields"]] == ["email", "password"]
+
+
+def _page_data(client, path: str, block_id: str) -> dict:
+    html = client.get(path).get_data(as_text=True)
+    (block,) = re.findall(
+        rf'<script type="application/json" id="{block_id}">(.*?)</script>', html, re.S
+    )
+    return json.loads(block)
+
+
+def test_last_used_is_the_provider_of_the_last_sign_in_that_worked(client, auth):
+    assert _page_data(client, "/auth/signin", "chooser-data")["lastUsed"] is None
+    # A refused attempt is no sign-in: nothing to remember.
+    refused = auth.signin(password="wrong")
+    assert "error=CredentialsSignin" in refused.headers["Location"]
+    assert not any("auth.last-provider" in c for c in refused.headers.getlist("Set-Cookie"))
+    assert _page_data(client, "/auth/signin", "chooser-data")["lastUsed"] is None
+    answer = auth.signin()
+    (cookie,) = [c for c in answer.headers.getlist("Set-Cookie") if "auth.last-provider" in c]
+    assert cookie.startswith("auth.last-provider=demo;") and "HttpOnly" in cookie
+    assert "Path=/auth" in cookie
+    name = "Demo account (development only)"
+    assert _page_data(client, "/auth/signin", "chooser-data")["lastUsed"] == {
+        "id": "demo",
+        "name": name,
+    }
+    error_page = _page_data(client, "/auth/error?error=AccessDenied", "error-page-data")
+    assert error_page["lastUsed"] == name
+    # A provider that is no longer offered is not named.
+    client.set_cookie("auth.last-provider", "gone", path="/auth")
+    assert _page_data(client, "/auth/signin", "chooser-data")["lastUsed"] is None
+
+
+def test_a_page_not_found_leads_home_first(client):
+    view = _page_data(client, "/no-such-page", "error-page-data")
+    assert view["steps"] == [{"label": "Go to the home page", "href": "/"}]
+    assert view["retry"] is False and view["lastUsed"] is None
 
 
 def test_chooser_data_drops_an_unsafe_callback_url(client):

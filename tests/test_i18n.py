@@ -227,8 +227,10 @@ def test_on_https_the_cookie_is_secure_and_host_prefixed(make_app):
     assert _lang(client.get("/", base_url="https://example.com")) == ("es", "ltr")
 
 
-def test_a_page_whose_address_carries_a_secret_has_no_language_links(email_app, mailbox):
-    # The e-mail link's confirmation page sends no Referer, so the links could not lead back.
+def test_a_page_whose_address_carries_a_secret_links_each_language_to_itself(email_app, mailbox):
+    # The e-mail link's confirmation page sends no Referer, so /language/<code> could not
+    # lead back: its links are its own address with ``lang``, which keeps the choice and
+    # shows the page again (the secret goes nowhere it was not already).
     client = email_app().test_client()
     csrf = client.get("/auth/csrf").json["csrfToken"]
     client.post("/auth/signin/email", data={"csrfToken": csrf, "email": "ann@example.com"})
@@ -236,6 +238,19 @@ def test_a_page_whose_address_carries_a_secret_has_no_language_links(email_app, 
     html = client.get(f"{link.path}?{link.query}").get_data(as_text=True)
     assert 'id="email-confirm-form"' in html
     assert "/language/" not in html
+    hrefs = dict(re.findall(r'<a href="([^"]+)" lang="([\w-]+)" hreflang', html))
+    german = next(href for href, lang in hrefs.items() if lang == "de").replace("&amp;", "&")
+    assert german.startswith(f"http://localhost{link.path}?") and "lang=de" in german
+    chosen = client.get(german)
+    assert chosen.status_code == 302
+    assert chosen.headers["Location"] == f"http://localhost{link.path}?{link.query}"
+    assert any(c.startswith("auth.locale=de;") for c in chosen.headers.getlist("Set-Cookie"))
+    assert _lang(client.get(chosen.headers["Location"])) == ("de", "ltr")
+    # Choosing signed nobody in, and spent nothing: the page's button still works.
+    assert client.get_cookie("auth.session-token") is None
+    assert 'id="email-confirm-form"' in client.get(chosen.headers["Location"]).get_data(
+        as_text=True
+    )
 
 
 def test_a_form_shown_again_has_no_language_links(client, auth):

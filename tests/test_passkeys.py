@@ -678,7 +678,10 @@ def test_removing_a_passkey_needs_a_recent_sign_in(
     with freeze_time(start + timedelta(minutes=11)):
         r = client.post(f"/account/passkeys/{passkey_id}/remove", data={"csrfToken": auth.csrf()})
         assert r.status_code == 303
-        assert r.headers["Location"] == "/account/confirm?next=%2Faccount%23passkeys"
+        # Back, after confirming, to the step page that asks before removing it.
+        assert r.headers["Location"] == (
+            f"/account/confirm?next=%2Faccount%2Fpasskeys%2F{passkey_id}%2Fremove"
+        )
     assert row_count(app, Authenticator) == 1
     r = client.post(
         f"/account/passkeys/{passkey_id}/remove", data={"csrfToken": auth.csrf()}, headers=HTMX

@@ -100,10 +100,18 @@ def test_json_mode_answers_url_instead_of_redirect(client, auth, how):
     assert any(c.startswith("auth.session-token=") for c in r.headers.getlist("Set-Cookie"))
 
 
-def test_signout_page_has_a_post_form(client):
+def test_signout_page_has_a_post_form(client, auth):
+    auth.signin()
     html = client.get("/auth/signout").get_data(as_text=True)
     assert 'method="post"' in html and 'action="/auth/signout"' in html
     assert 'name="csrfToken"' in html
+
+
+def test_signout_page_signed_out_offers_sign_in_not_sign_out(client):
+    html = client.get("/auth/signout").get_data(as_text=True)
+    assert "You are not signed in." in html
+    assert 'action="/auth/signout"' not in html
+    assert '<a class="button" href="/auth/signin">Sign in</a>' in html
 
 
 def test_verify_request_page(client):

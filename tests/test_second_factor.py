@@ -376,6 +376,43 @@ def test_new_recovery_codes_replace_the_old_ones(app: Flask) -> None:
     assert ">9</strong> of 10" in account_page(other)
 
 
+def test_the_codes_shown_once_can_be_downloaded_and_shown_again_in_another_language(
+    app: Flask,
+) -> None:
+    person, client = signed_in_person(app)
+    shown = client.post("/account/two-factor/recovery-codes", data={"csrfToken": csrf(client)})
+    codes = re.findall(RECOVERY_CODE_PATTERN, shown.get_data(as_text=True))
+    # The page's form carries them back: the file, and the footer's languages.
+    form = {"csrfToken": csrf(client), "code": codes, "first_time": ""}
+    saved = client.post("/account/two-factor/recovery-codes/download", data=form)
+    assert saved.status_code == 200
+    assert saved.headers["Content-Type"] == "text/plain; charset=utf-8"
+    assert saved.headers["Content-Disposition"] == 'attachment; filename="recovery-codes.txt"'
+    text = saved.get_data(as_text=True)
+    assert f"Recovery codes of {ANN} at Webapp." in text
+    assert text.split("\n\n", 1)[1].split() == codes
+    german = client.post("/account/two-factor/recovery-codes/language/de", data=form)
+    page = german.get_data(as_text=True)
+    assert german.status_code == 200 and '<html lang="de"' in page
+    assert re.findall(RECOVERY_CODE_PATTERN, page) == codes
+    assert "Neue Wiederherstellungscodes" in page
+    assert any(c.startswith("auth.locale=de;") for c in german.headers.getlist("Set-Cookie"))
+    unknown = client.post("/account/two-factor/recovery-codes/language/xx", data=form)
+    assert unknown.status_code == 404
+
+    # Codes that no longer all work (one spent; others made since) are not sent back.
+    client.delete_cookie("auth.locale")
+    other = first_factor(app, person)
+    assert submit_second_factor(other, codes[0]).headers["Location"] == HOME
+    for path in ("download", "language/de"):
+        refused = client.post(f"/account/two-factor/recovery-codes/{path}", data=form)
+        assert (refused.status_code, refused.headers["Location"]) == (303, "/account#two-factor")
+    assert "Those recovery codes no longer work." in account_page(client)
+    forged = {**form, "code": ["aaaa-bbbb-cccc-dddd"]}
+    refused = client.post("/account/two-factor/recovery-codes/download", data=forged)
+    assert refused.status_code == 303
+
+
 def test_turning_it_off_removes_the_app_and_the_codes(app: Flask) -> None:
     person, client = signed_in_person(app)
     answer = client.post("/account/two-factor/off", data={"csrfToken": csrf(client)})
@@ -1158,6 +1195,26 @@ def test_five_wrong_codes_then_the_pending_sign_in_is_dropped(app: Flask) -> Non
         frozen.tick(timedelta(minutes=15))
         later = first_factor(app, person)
         assert submit_second_factor(later, person.code()).headers["Location"] == HOME
+
+
+def test_the_second_factor_page_says_how_many_tries_are_left(app: Flask) -> None:
+    with freeze_time(START):
+        person = person_with_app(app)
+        client = first_factor(app, person)
+        said = []
+        for _ in range(5):
+            page = submit_second_factor(client, wrong_code(person)).get_data(as_text=True)
+            said.append(re.search(r'<p id="second-factor-problem">([^<]+)</p>', page)[1])
+        assert said == [
+            "That code is not right. You can try 4 more times.",
+            "That code is not right. You can try 3 more times.",
+            "That code is not right. You can try 2 more times.",
+            "That code is not right. You can try 1 more time.",
+            "That code is not right, and that was the last try for now. Wait a while, then "
+            "sign in again.",
+        ]
+        assert 'aria-describedby="second-factor-problem second-factor-hint"' in page
+        assert 'aria-invalid="true"' in page
 
 
 def test_the_user_limit_counts_across_browsers_and_addresses(app: Flask) -> None:

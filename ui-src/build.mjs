@@ -19,6 +19,7 @@ const entries = {
   "error-page": "ui-src/error-page/main.jsx",
   htmx: "ui-src/htmx.js",
   passkey: "ui-src/passkey/main.js",
+  "page-tools": "ui-src/page-tools.js",
 };
 
 await rm(outdir, { recursive: true, force: true });

@@ -27,13 +27,15 @@ document.addEventListener("htmx:afterSwap", (event) => {
 
 window.htmx = htmx;
 
-// "Cancel" in a confirmation that htmx placed into the page closes it, and focus returns to
-// the link that opened it. On the confirmation's own page the link simply goes home.
+// "Cancel" in a confirmation that htmx placed into the page (the nav's sign-out, a removal's
+// question in its row's [data-confirm-slot]) closes it, and focus returns to what opened it.
+// On the confirmation's own page the link simply leads back.
 document.addEventListener("click", (event) => {
   const dismiss = event.target.closest("[data-dismiss]");
-  const slot = dismiss?.closest("#signout-slot");
+  const slot = dismiss?.closest("#signout-slot, [data-confirm-slot]");
   if (!slot) return;
   event.preventDefault();
   slot.replaceChildren();
-  document.querySelector('[hx-target="#signout-slot"]')?.focus();
+  const opener = document.querySelector(`[hx-target="#${slot.id}"]`);
+  (opener?.matches("form") ? opener.querySelector("button") : opener)?.focus();
 });

@@ -20,7 +20,8 @@ extracts, updates and compiles them (the ``.mo`` files are built, not committed)
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from datetime import time as dt_time
@@ -194,6 +195,7 @@ def init_app(app: Flask, conf: Settings) -> None:
     app.context_processor(_render_messages)
     app.add_template_global(current_language)
     app.add_template_global(language_links)
+    app.add_template_global(language_choices)
     app.context_processor(_render_formats)
     app.add_template_filter(_day_filter, "day")
     app.add_template_filter(_day_element, "day_element")
@@ -353,6 +355,28 @@ def language_links() -> list[tuple[Language, str, bool]]:
         return []
     code = current_language().code
     return [(lang, href, lang.code == code) for lang, href in _choice_urls()]
+
+
+def language_choices() -> list[tuple[Language, bool]]:
+    """Each shipped language and whether it is the page's, for a page that offers the
+    choice its own way (the e-mail link's page, the recovery codes shown once)."""
+    code = current_language().code
+    return [(lang, lang.code == code) for lang in _languages()]
+
+
+@contextmanager
+def speaking(code: str) -> Iterator[None]:
+    """Translate what is rendered inside in ``code`` (a shipped locale), whatever the
+    request chose: the answer to a language chosen by a form, which cannot go back to its
+    page by a redirect."""
+    kept = g.pop(CATALOGUE_VAR, None)
+    try:
+        with flask_babel.force_locale(code):
+            yield
+    finally:
+        g.pop(CATALOGUE_VAR, None)
+        if kept is not None:
+            setattr(g, CATALOGUE_VAR, kept)
 
 
 def _choice_urls() -> list[tuple[Language, str]]:

@@ -42,8 +42,8 @@ def _email_link(page, live_server, address: str) -> str:
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 @pytest.mark.parametrize("width", [375, 1280])
 def test_pages_screenshots_and_accessibility(new_page, live_server, database_url, scheme, width):
-    if not database_url.startswith("sqlite"):
-        pytest.skip("screenshots and the scan run once, on SQLite")
+    if not database_url.startswith("postgresql"):
+        pytest.skip("screenshots and the scan run once, on PostgreSQL")
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     visitor = new_page(color_scheme=scheme, viewport={"width": width, "height": 900})
     member = new_page(color_scheme=scheme, viewport={"width": width, "height": 900})

@@ -5,41 +5,14 @@ serious on either page."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-import pyotp
 import pytest
 from playwright.sync_api import expect
 
-from ..support.browser import axe_violations, demo_signin
+from ..support.browser import axe_violations, demo_signin, set_up_app
 
 pytestmark = pytest.mark.browser
-
-
-def set_up_app(page: Any, *, javascript: bool) -> tuple[str, list[str]]:
-    """Turn the authenticator app on from the account page; return its key and codes.
-    (Scans and measurements run scripts in the page: only with JavaScript on.)"""
-    page.goto("/account")
-    page.get_by_role("link", name="Set up an authenticator app").click()
-    expect(page.get_by_role("heading", name="Set up an authenticator app")).to_be_visible()
-    expect(page.get_by_role("img", name=re.compile("QR code"))).to_be_visible()
-    if javascript:
-        assert axe_violations(page) == []
-        width = page.viewport_size["width"]
-        assert page.evaluate("() => document.documentElement.scrollWidth") <= width
-    key = page.locator("#totp-key").inner_text().replace(" ", "")
-    page.get_by_label("Code from the app").fill("000000")
-    page.get_by_role("button", name="Turn on two-step verification").click()
-    expect(page.get_by_role("alert")).to_contain_text("That code is not right")
-    page.get_by_label("Code from the app").fill(pyotp.TOTP(key).now())
-    page.get_by_role("button", name="Turn on two-step verification").click()
-    expect(page.get_by_role("heading", name="Two-step verification is on")).to_be_visible()
-    codes = page.get_by_role("list", name="Recovery codes").locator("code").all_inner_texts()
-    assert len(codes) == 10
-    if javascript:
-        assert axe_violations(page) == []
-    return key, codes
 
 
 @pytest.mark.parametrize("javascript", [True, False], ids=["js", "no-js"])

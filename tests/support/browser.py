@@ -1,12 +1,14 @@
 """The Chromium suite's plain helpers (its fixtures are in tests/browser/conftest.py): the
 live server's parts (``Inbox``, an SMTP server's messages; ``LiveOP``, the test OpenID
 Provider with redirect URIs on the live origin; ``served``, an app in a werkzeug thread),
-what a page must not show (``Problems``, ``axe_violations``) and ``demo_signin`` in a page.
+what a page must not show (``Problems``, ``axe_violations``), and in a page ``demo_signin``
+and ``set_up_app`` (two-step verification turned on from the account page).
 """
 
 from __future__ import annotations
 
 import email
+import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,7 +18,9 @@ from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
 
+import pyotp
 from flask import Flask
+from playwright.sync_api import expect
 from werkzeug.serving import make_server
 
 from webapp.storage.db import db
@@ -194,3 +198,28 @@ def demo_signin(page: Any, email: str, *, javascript: bool = True, lands_on: str
     form.get_by_label("Password").fill("demo")
     form.get_by_role("button", name="Sign in with Demo account").click()
     page.wait_for_url(lands_on)
+
+
+def set_up_app(page: Any, *, javascript: bool) -> tuple[str, list[str]]:
+    """Turn the authenticator app on from the account page; return its key and codes.
+    (Scans and measurements run scripts in the page: only with JavaScript on.)"""
+    page.goto("/account")
+    page.get_by_role("link", name="Set up an authenticator app").click()
+    expect(page.get_by_role("heading", name="Set up an authenticator app")).to_be_visible()
+    expect(page.get_by_role("img", name=re.compile("QR code"))).to_be_visible()
+    if javascript:
+        assert axe_violations(page) == []
+        width = page.viewport_size["width"]
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= width
+    key = page.locator("#totp-key").inner_text().replace(" ", "")
+    page.get_by_label("Code from the app").fill("000000")
+    page.get_by_role("button", name="Turn on two-step verification").click()
+    expect(page.get_by_role("alert")).to_contain_text("That code is not right")
+    page.get_by_label("Code from the app").fill(pyotp.TOTP(key).now())
+    page.get_by_role("button", name="Turn on two-step verification").click()
+    expect(page.get_by_role("heading", name="Two-step verification is on")).to_be_visible()
+    codes = page.get_by_role("list", name="Recovery codes").locator("code").all_inner_texts()
+    assert len(codes) == 10
+    if javascript:
+        assert axe_violations(page) == []
+    return key, codes

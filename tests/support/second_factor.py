@@ -10,7 +10,7 @@ from typing import Any
 from flask.testing import FlaskClient
 
 #: The key the set-up page shows (in groups of four), and each recovery code it shows once.
-TOTP_KEY_PATTERN = r'<code class="secret" id="totp-key">([A-Z2-7 ]+)</code>'
+TOTP_KEY_PATTERN = r'<code class="secret" id="totp-key"[^>]*>([A-Z2-7 ]+)</code>'
 RECOVERY_CODE_PATTERN = r"<li><code>([a-z2-7]{4}(?:-[a-z2-7]{4}){3})</code></li>"
 
 

@@ -1,20 +1,21 @@
 // The sign-in provider chooser island: enhances the server-rendered list of providers.
 import { useEffect, useRef, useState } from "react";
 import { FILTER_THRESHOLD, PASSKEY_TYPE, REDIRECT_TYPES, emailProblem, filterProviders, orderProviders } from "./model.js";
-import { readLastUsed, rememberLastUsed } from "./lastUsed.js";
 import * as ceremony from "../passkey/ceremony.js";
 import { fill } from "../text.js";
 
 /**
  * providers: the `GET providers` entries in order; csrfToken: from `GET csrf`;
  * page: what only the page knows (callbackUrl, error text, logos, credentials fields,
- * e-mail prefill, passkeyProblem, and the island's words in `text`, see
- * webapp/web/provider_chooser.py); submitInPlace(form): sends a form and swaps the answer
+ * e-mail prefill, passkeyProblem, `lastUsed`: the provider of this browser's last sign-in
+ * that worked, as the server saw it succeed, and the island's words in `text`, see
+ * webapp/web/islands/provider_chooser.py); submitInPlace(form): sends a form and swaps the answer
  * in (htmx), or is absent, and the browser submits normally; passkeys: the passkey
  * ceremonies (ui-src/passkey/ceremony.js; tests pass their own).
  */
-export function Chooser({ providers, csrfToken, page, storage, submitInPlace, passkeys = ceremony }) {
-  const [lastUsed] = useState(() => readLastUsed(storage));
+export function Chooser({ providers, csrfToken, page, submitInPlace, passkeys = ceremony }) {
+  // Set by the server once a sign-in has worked: a click here is only an attempt.
+  const lastUsed = page.lastUsed ?? null;
   const [query, setQuery] = useState("");
   const [pendingId, setPendingId] = useState(null);
   const [announcement, setAnnouncement] = useState("");
@@ -51,7 +52,6 @@ export function Chooser({ providers, csrfToken, page, storage, submitInPlace, pa
         event.preventDefault(); // a second click while the first is on its way
         return false;
       }
-      rememberLastUsed(provider, storage);
       setPendingId(provider.id);
       return true;
     };
@@ -205,7 +205,6 @@ function PasskeySignIn({ provider, page, csrfToken, passkeys, pendingId, setPend
 
   async function onClick() {
     if (pendingId) return;
-    // Not remembered as "last used": that hint is for the buttons that lead elsewhere.
     setPendingId(provider.id);
     setProblem(null);
     try {
@@ -228,9 +227,9 @@ function PasskeySignIn({ provider, page, csrfToken, passkeys, pendingId, setPend
   );
 }
 
-function SubmitButton({ provider, text, pendingId, isLast, busyText }) {
+function SubmitButton({ provider, text, pendingId, isLast, busyText, secondary = false }) {
   return (
-    <button type="submit" className="button" disabled={Boolean(pendingId)}>
+    <button type="submit" className={secondary ? "button button--secondary" : "button"} disabled={Boolean(pendingId)}>
       {pendingId === provider.id ? busyText : fill(text.signInWith, { name: provider.name })}
       {isLast && <span className="badge badge--inverse">{text.lastUsed}</span>}
     </button>
@@ -323,7 +322,9 @@ function CredentialsForm({ provider, page, hidden, pendingId, isLast, start, web
           />
         </div>
       ))}
-      <SubmitButton provider={provider} text={text} pendingId={pendingId} isLast={isLast} busyText={text.signingIn} />
+      {/* The demo is a developer's shortcut beside the real ways in: never the primary button. */}
+      <SubmitButton provider={provider} text={text} pendingId={pendingId} isLast={isLast} busyText={text.signingIn}
+        secondary={details.demo} />
     </form>
   );
 }

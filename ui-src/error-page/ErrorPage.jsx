@@ -1,13 +1,11 @@
 // The error page island: the server's content for the code (what happened, what to do
-// next, the reference), plus what only the browser can add: the provider this browser
-// last used, and a button that copies the reference for a support request.
+// next, the reference, the provider of this browser's last sign-in that worked), plus what
+// only the browser can add: a button that copies the reference for a support request.
 import { useState } from "react";
-import { readLastUsed } from "../chooser/lastUsed.js";
 import { fill } from "../text.js";
 
-/** view: the page model the server rendered, its words included (webapp/web/error_page.py). */
-export function ErrorPage({ view, storage, clipboard }) {
-  const [lastUsed] = useState(() => readLastUsed(storage));
+/** view: the page model the server rendered, its words included (webapp/web/islands/error_page.py). */
+export function ErrorPage({ view, clipboard }) {
   const [copied, setCopied] = useState("");
   const text = view.text;
   const reference = <code key="reference">{view.requestId}</code>;
@@ -26,8 +24,8 @@ export function ErrorPage({ view, storage, clipboard }) {
       <h1 id="card-title">{view.title}</h1>
       <p>{view.message}</p>
       <p>{view.action}</p>
-      {view.retry && lastUsed && (
-        <p className="muted">{fill(text.lastUsed, { name: lastUsed.name })}</p>
+      {view.retry && view.lastUsed && (
+        <p className="muted">{fill(text.lastUsed, { name: view.lastUsed })}</p>
       )}
       <ul className="steps">
         {view.steps.map((step, index) => (

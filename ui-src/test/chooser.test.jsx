@@ -6,11 +6,6 @@ import { chooserText } from "./texts.js";
 
 afterEach(cleanup);
 
-function memoryStorage(initial = {}) {
-  const data = new Map(Object.entries(initial));
-  return { getItem: (k) => data.get(k) ?? null, setItem: (k, v) => data.set(k, String(v)), data };
-}
-
 const base = "http://localhost/auth";
 const provider = (id, name, type = "oidc") => ({
   id, name, type, signinUrl: `${base}/signin/${id}`, callbackUrl: `${base}/callback/${id}`,
@@ -28,9 +23,7 @@ const page = {
 };
 
 function renderChooser(props = {}) {
-  const storage = props.storage ?? memoryStorage();
-  const utils = render(<Chooser providers={many} csrfToken="tok" page={page} storage={storage} {...props} />);
-  return { ...utils, storage };
+  return render(<Chooser providers={many} csrfToken="tok" page={page} {...props} />);
 }
 
 const providerButtons = () => within(document.getElementById("provider-list")).getAllByRole("button");
@@ -49,13 +42,12 @@ test("more than five providers get a filter box that narrows the buttons", () =>
 });
 
 test("five providers or fewer get no filter box", () => {
-  render(<Chooser providers={many.slice(0, 5)} csrfToken="tok" page={page} storage={memoryStorage()} />);
+  render(<Chooser providers={many.slice(0, 5)} csrfToken="tok" page={page} />);
   assert.equal(screen.queryByLabelText("Find your sign-in provider"), null);
 });
 
-test("the provider last used in this browser is offered first", () => {
-  const storage = memoryStorage({ "auth.lastProvider": JSON.stringify({ id: "slack", name: "Slack" }) });
-  renderChooser({ storage });
+test("the provider of this browser's last sign-in that worked is offered first", () => {
+  renderChooser({ page: { ...page, lastUsed: { id: "slack", name: "Slack" } } });
   const first = providerButtons()[0];
   assert.equal(first.dataset.provider, "slack");
   assert.match(first.textContent, /Continue with Slack/);
@@ -87,7 +79,7 @@ test("every form carries the csrf token and callbackUrl, and posts to the provid
 });
 
 test("a submit marks the provider pending, disables every button and blocks a second submit", () => {
-  const { storage } = renderChooser();
+  renderChooser();
   const github = providerButtons()[0];
   const first = fireEvent.submit(github.form);
   assert.equal(first, true, "the first submit goes ahead");
@@ -95,7 +87,9 @@ test("a submit marks the provider pending, disables every button and blocks a se
   for (const button of screen.getAllByRole("button")) assert.equal(button.disabled, true);
   const second = fireEvent.submit(providerButtons()[1].form);
   assert.equal(second, false, "the second submit is cancelled");
-  assert.deepEqual(JSON.parse(storage.data.get("auth.lastProvider")), { id: "github", name: "GitHub" });
+  // An attempt is not a sign-in: nothing becomes "last used" (the server says so once one works).
+  assert.equal(document.querySelector(".badge"), null);
+  assert.equal(localStorage.length, 0);
 });
 
 test("an invalid e-mail address is explained inline and not sent", () => {
@@ -189,7 +183,7 @@ const withPasskey = [...many.slice(6), provider("passkey", "Passkey", "webauthn"
 
 test("a passkey button signs in and goes where the server says", async () => {
   const passkeys = fakePasskeys({ signIn: async () => "http://localhost/account" });
-  render(<Chooser providers={withPasskey} csrfToken="tok" page={page} storage={memoryStorage()} passkeys={passkeys} />);
+  render(<Chooser providers={withPasskey} csrfToken="tok" page={page} passkeys={passkeys} />);
   fireEvent.click(screen.getByRole("button", { name: "Sign in with a passkey" }));
   await new Promise((resolve) => setTimeout(resolve, 0));
   assert.deepEqual(passkeys.calls.signIn, [{ authBase: "/auth", csrfToken: "tok", callbackUrl: "/account", text: chooserText.passkey }]);
@@ -203,7 +197,7 @@ test("a passkey button signs in and goes where the server says", async () => {
 test("a cancelled passkey dialog leaves the page usable, with a short message", async () => {
   const cancelled = Object.assign(new Error("cancelled"), { name: "NotAllowedError" });
   const passkeys = fakePasskeys({ signIn: async () => { throw cancelled; } });
-  render(<Chooser providers={withPasskey} csrfToken="tok" page={page} storage={memoryStorage()} passkeys={passkeys} />);
+  render(<Chooser providers={withPasskey} csrfToken="tok" page={page} passkeys={passkeys} />);
   const button = screen.getByRole("button", { name: "Sign in with a passkey" });
   fireEvent.click(button);
   const alert = await screen.findByText("No passkey was used.");
@@ -215,7 +209,7 @@ test("a cancelled passkey dialog leaves the page usable, with a short message", 
 
 test("conditional UI waits for a passkey picked from the e-mail field's suggestions", async () => {
   const passkeys = fakePasskeys({ autofill: true, signIn: async () => "http://localhost/" });
-  render(<Chooser providers={withPasskey} csrfToken="tok" page={page} storage={memoryStorage()} passkeys={passkeys} />);
+  render(<Chooser providers={withPasskey} csrfToken="tok" page={page} passkeys={passkeys} />);
   await new Promise((resolve) => setTimeout(resolve, 0));
   assert.equal(passkeys.calls.signIn.length, 1);
   assert.equal(passkeys.calls.signIn[0].autofill, true);
@@ -224,12 +218,12 @@ test("conditional UI waits for a passkey picked from the e-mail field's suggesti
 
 test("no passkey button where passkeys cannot work", () => {
   const unsupported = fakePasskeys({ supported: false });
-  const { unmount } = render(<Chooser providers={withPasskey} csrfToken="tok" page={page} storage={memoryStorage()} passkeys={unsupported} />);
+  const { unmount } = render(<Chooser providers={withPasskey} csrfToken="tok" page={page} passkeys={unsupported} />);
   assert.equal(screen.queryByRole("button", { name: "Sign in with a passkey" }), null);
   assert.equal(screen.getByLabelText("E-mail address").getAttribute("autocomplete"), "email");
   unmount();
   const hint = "Passkeys need a domain name, e.g. http://localhost:5000";
-  render(<Chooser providers={withPasskey} csrfToken="tok" page={{ ...page, passkeyProblem: hint }} storage={memoryStorage()} passkeys={fakePasskeys()} />);
+  render(<Chooser providers={withPasskey} csrfToken="tok" page={{ ...page, passkeyProblem: hint }} passkeys={fakePasskeys()} />);
   assert.equal(screen.queryByRole("button", { name: "Sign in with a passkey" }), null);
   assert.ok(screen.getByText(hint));
 });

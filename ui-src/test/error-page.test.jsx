@@ -16,10 +16,9 @@ const view = {
   requestId: "req-1234abcd",
   text: errorPageText,
 };
-const storage = (value) => ({ getItem: () => (value ? JSON.stringify(value) : null), setItem() {} });
 
 test("renders what happened, what to do next and the reference", () => {
-  render(<ErrorPage view={view} storage={storage(null)} />);
+  render(<ErrorPage view={view} />);
   assert.equal(screen.getByRole("heading", { level: 1 }).textContent, view.title);
   const links = screen.getAllByRole("link");
   assert.deepEqual(links.map((a) => [a.textContent, a.getAttribute("href")]), [
@@ -29,15 +28,15 @@ test("renders what happened, what to do next and the reference", () => {
   assert.equal(screen.queryByRole("button"), null, "no copy button without a clipboard");
 });
 
-test("names the provider this browser used last", () => {
-  render(<ErrorPage view={view} storage={storage({ id: "github", name: "GitHub" })} />);
+test("names the provider of this browser's last sign-in that worked", () => {
+  render(<ErrorPage view={{ ...view, lastUsed: "GitHub" }} />);
   assert.ok(screen.getByText("Last time you signed in here with GitHub."));
 });
 
 test("copies the reference and says so", async () => {
   const copied = [];
   const clipboard = { writeText: async (text) => { copied.push(text); } };
-  render(<ErrorPage view={view} storage={storage(null)} clipboard={clipboard} />);
+  render(<ErrorPage view={view} clipboard={clipboard} />);
   await act(async () => fireEvent.click(screen.getByRole("button", { name: "Copy reference" })));
   assert.deepEqual(copied, ["req-1234abcd"]);
   assert.ok(screen.getByText("Reference copied."));
@@ -45,7 +44,7 @@ test("copies the reference and says so", async () => {
 
 test("says the reference in the page's language, the values in place", () => {
   const text = { ...errorPageText, referenceAndCode: "مرجع: {reference} · الرمز {code}", lastUsed: "آخر مرة: {name}." };
-  const { container } = render(<ErrorPage view={{ ...view, text }} storage={storage({ id: "github", name: "GitHub" })} />);
+  const { container } = render(<ErrorPage view={{ ...view, text, lastUsed: "GitHub" }} />);
   const reference = container.querySelector(".reference");
   assert.equal(reference.textContent, "مرجع: req-1234abcd · الرمز Verification");
   assert.deepEqual([...reference.querySelectorAll("code")].map((c) => c.textContent), ["req-1234abcd", "Verification"]);

@@ -243,8 +243,14 @@ class MessageTemplates:
             template = self.env.get_template(f"{name}.subject.txt")
             subject = " ".join(template.render(context).split())
         elif self.subject is None:
-            # The sign-in message's built-in subject.
-            subject = gettext("Sign in to %(site)s", site=context["site"])
+            # The sign-in message's built-in subject, or the confirmation's it is.
+            purpose = context.get("purpose")
+            if purpose == "delete-account":
+                subject = gettext("Confirm deleting your account at %(site)s", site=context["site"])
+            elif purpose == "confirm":
+                subject = gettext("Confirm it is you at %(site)s", site=context["site"])
+            else:
+                subject = gettext("Sign in to %(site)s", site=context["site"])
         else:
             # Header injection is impossible anyway (EmailMessage refuses newlines); this
             # keeps a subject template that spans lines readable.

@@ -72,6 +72,28 @@ def spend(user_id: int, code: str) -> bool:
     return spent == 1
 
 
+def all_unused(user_id: int, codes: list[str]) -> bool:
+    """Whether every one of ``codes`` is an unused code of the user's (none spent)."""
+    hashes = set()
+    for code in codes:
+        letters = normalise(code)
+        if letters is None:
+            return False
+        hashes.add(_hash(letters))
+    if not hashes:
+        return False
+    found = db.session.execute(
+        select(func.count())
+        .select_from(RecoveryCode)
+        .where(
+            RecoveryCode.user_id == user_id,
+            RecoveryCode.code_hash.in_(hashes),
+            RecoveryCode.used_at.is_(None),
+        )
+    ).scalar_one()
+    return int(found) == len(hashes)
+
+
 def remaining(user_id: int) -> int:
     """How many of the user's codes are still unused."""
     return int(

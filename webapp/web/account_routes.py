@@ -16,6 +16,7 @@ from typing import Any, TypeVar, cast
 from flask import (
     Blueprint,
     Response,
+    abort,
     flash,
     get_flashed_messages,
     redirect,
@@ -26,6 +27,7 @@ from flask import (
 from flask.typing import ResponseReturnValue
 from flask_login import current_user
 
+from webapp.browser_state import cookies
 from webapp.core.cache_headers import mark_personal
 from webapp.core.redirects import is_safe_callback_url
 from webapp.errors import AccountError
@@ -39,7 +41,16 @@ from webapp.flows.account import (
     two_factor,
 )
 from webapp.flows.signin.second_factor import TooManyCodes, WrongCode, step_up_with_code
-from webapp.i18n import gettext, ngettext
+from webapp.i18n import (
+    COOKIE_MAX_AGE,
+    gettext,
+    known_codes,
+    language_choices,
+    locale_cookie_name,
+    ngettext,
+    speaking,
+)
+from webapp.second_factor import recovery_codes
 from webapp.sessions import reauthentication
 from webapp.sessions.store import AuthSession, current_session
 from webapp.storage import transactions
@@ -59,6 +70,10 @@ SECTIONS = {
     "sessions": "account/_sessions.html",
     "delete": "account/_delete.html",
 }
+#: The sections whose offers depend on how many ways in are left ("Remove", "your only way
+#: to sign in", what two-step verification asks for): removing a way in re-renders them
+#: all, with htmx the others out of band, so that none offers what is no longer allowed.
+WAYS_IN = ("accounts", "passkeys", "two-factor")
 
 
 @dataclass(frozen=True)
@@ -159,6 +174,12 @@ def _confirm_page(next_path: str, problem: str | None) -> str:
         next_path=next_path,
         minutes=reauthentication.window_minutes(),
         problem=problem,
+        # What a code sent by e-mail confirms, for its message and page to say.
+        purpose=(
+            "delete-account"
+            if next_path == url_for("account.overview", _anchor="delete")
+            else "confirm"
+        ),
     )
 
 
@@ -175,12 +196,37 @@ def link_page(provider_id: str) -> ResponseReturnValue:
 @bp.get("/account/accounts/<id:account_id>/unlink")
 @browser_session_required
 def unlink_page(account_id: int) -> ResponseReturnValue:
-    """The step a confirmation returns to before removing a method. The e-mail sign-in of
-    the verified address is no method to remove: the account page explains it instead."""
+    """Ask before removing a method: this page (with htmx, only its question, put in
+    place), which is also the step a confirmation returns to. The e-mail sign-in of the
+    verified address is no method to remove: the account page explains it instead."""
     account = linked_accounts.sign_in_method(user_id=current_user.id, account_id=account_id)
     if account is None or account.follows_address:
-        return redirect(url_for("account.overview", _anchor="accounts"), code=303)
-    return render_template("account/unlink.html", account=account)
+        return _back_to("accounts")
+    return _ask_before_removing("account", account)
+
+
+@bp.get("/account/passkeys/<id:passkey_id>/remove")
+@browser_session_required
+def remove_passkey_page(passkey_id: int) -> ResponseReturnValue:
+    """Ask before removing a passkey, as before removing a provider."""
+    passkey = passkeys.find_passkey(user_id=current_user.id, passkey_id=passkey_id)
+    if passkey is None:
+        return _back_to("passkeys")
+    return _ask_before_removing("passkey", passkey)
+
+
+def _ask_before_removing(kind: str, item: object) -> str:
+    """The question before a removal: only the question for htmx to put in the row, else a
+    page of its own (JavaScript off, or back from a confirmation)."""
+    template = "account/_remove.html" if _is_htmx() else "account/remove.html"
+    return render_template(template, kind=kind, item=item, page=not _is_htmx())
+
+
+def _back_to(section: str) -> ResponseReturnValue:
+    target = url_for("account.overview", _anchor=section)
+    if _is_htmx():
+        return Response(status=204, headers={"HX-Redirect": target})
+    return redirect(target, code=303)
 
 
 @bp.post("/account/accounts/<id:account_id>/unlink")
@@ -197,7 +243,12 @@ def unlink(account_id: int) -> ResponseReturnValue:
             )
         )
 
-    return _respond("accounts", action, again=url_for("account.unlink_page", account_id=account_id))
+    return _respond(
+        "accounts",
+        action,
+        again=url_for("account.unlink_page", account_id=account_id),
+        also=WAYS_IN,
+    )
 
 
 @bp.post("/account/passkeys/<id:passkey_id>/rename")
@@ -226,7 +277,12 @@ def remove_passkey(passkey_id: int) -> ResponseReturnValue:
             )
         )
 
-    return _respond("passkeys", action, again=url_for("account.overview", _anchor="passkeys"))
+    return _respond(
+        "passkeys",
+        action,
+        again=url_for("account.remove_passkey_page", passkey_id=passkey_id),
+        also=WAYS_IN,
+    )
 
 
 @bp.post("/account/sessions/<id:session_id>/end")
@@ -282,7 +338,7 @@ def two_factor_confirm() -> ResponseReturnValue:
         setup = two_factor.begin_setup(user_id=current_user.id, current=_session())
         page = render_template("account/two_factor_setup.html", setup=setup, problem=exc.message)
         return page, 400
-    return render_template("account/two_factor_codes.html", codes=codes, first_time=True)
+    return _codes_page(codes, first_time=True)
 
 
 @bp.post("/account/two-factor/recovery-codes")
@@ -293,7 +349,61 @@ def two_factor_new_codes() -> ResponseReturnValue:
     except AccountError as exc:
         transactions.discard()
         return _refused(exc, "two-factor", again=url_for("account.overview", _anchor="two-factor"))
-    return render_template("account/two_factor_codes.html", codes=codes, first_time=False)
+    return _codes_page(codes, first_time=False)
+
+
+def _codes_page(codes: list[str], *, first_time: bool) -> str:
+    """The recovery codes, shown once. Its form carries them, for the download and for the
+    footer's languages: the page cannot be asked for again, so they send it back."""
+    return render_template(
+        "account/two_factor_codes.html",
+        codes=codes,
+        first_time=first_time,
+        languages=[
+            (choice, url_for("account.two_factor_codes_language", code=choice.code), current)
+            for choice, current in language_choices()
+        ],
+    )
+
+
+def _codes_sent_back() -> list[str]:
+    """The codes the recovery codes page sent back, if they still work (else AccountError)."""
+    # One more than a page shows is enough to refuse too many.
+    codes = [c[:64] for c in request.form.getlist("code")[: recovery_codes.COUNT + 1]]
+    return two_factor.shown_codes(user_id=current_user.id, codes=codes)
+
+
+@bp.post("/account/two-factor/recovery-codes/download")
+@browser_session_required
+def two_factor_codes_download() -> ResponseReturnValue:
+    """The recovery codes page's "Download": its codes as a text file, the page staying."""
+    try:
+        codes = _codes_sent_back()
+    except AccountError as exc:
+        return _refused(exc, "two-factor", again=None)
+    text = render_template(
+        "account/recovery_codes.txt", codes=codes, who=current_user.email or current_user.name
+    )
+    return Response(
+        text,
+        mimetype="text/plain",
+        headers={"Content-Disposition": 'attachment; filename="recovery-codes.txt"'},
+    )
+
+
+@bp.post("/account/two-factor/recovery-codes/language/<code>")
+@browser_session_required
+def two_factor_codes_language(code: str) -> ResponseReturnValue:
+    """The recovery codes page's language footer: the same codes again, in ``code``."""
+    if code not in known_codes():
+        abort(404)
+    try:
+        codes = _codes_sent_back()
+    except AccountError as exc:
+        return _refused(exc, "two-factor", again=None)
+    cookies.set_cookie(locale_cookie_name(), code, max_age=COOKIE_MAX_AGE)
+    with speaking(code):
+        return _codes_page(codes, first_time=request.form.get("first_time") == "1")
 
 
 @bp.post("/account/two-factor/off")
@@ -342,18 +452,23 @@ def delete() -> ResponseReturnValue:
 
 
 def _respond(
-    section: str, action: Callable[[], Done], *, again: str | None = None
+    section: str,
+    action: Callable[[], Done],
+    *,
+    again: str | None = None,
+    also: tuple[str, ...] = (),
 ) -> ResponseReturnValue:
     """Run ``action`` and answer: the section (htmx) or a redirect (plain form).
 
     An action refused for want of a recent sign-in sends the browser to the confirmation
-    page, which leads back to ``again`` (the page to repeat the action from).
+    page, which leads back to ``again`` (the page to repeat the action from). ``also``: the
+    sections a success may have changed besides ``section`` (htmx swaps them out of band).
     """
     try:
         done = action()
     except AccountError as exc:
         transactions.discard()
-        return _refused(exc, section, again=again)
+        return _refused(exc, section, again=again, also=also)
     if done.signed_out:
         flash(done.message, "success")
         home = url_for("pages.index")
@@ -361,28 +476,39 @@ def _respond(
             # Swapping the home page into a section would be wrong: ask for a navigation.
             return Response(status=204, headers={"HX-Redirect": home})
         return redirect(home, code=303)
-    return _answer(section, done.message, "success")
+    return _answer(section, done.message, "success", also=also)
 
 
-def _refused(exc: AccountError, section: str, *, again: str | None) -> ResponseReturnValue:
+def _refused(
+    exc: AccountError, section: str, *, again: str | None, also: tuple[str, ...] = ()
+) -> ResponseReturnValue:
     """Answer a refused action: to the confirmation page when it needs a recent sign-in
-    (then back to ``again``), else the section with the message."""
+    (then back to ``again``), else the section with the message (and, with htmx, ``also``
+    as they are now: a removal refused as the last way in was shown a stale page)."""
     if exc.code == recent_signin.REAUTH_REQUIRED and again is not None:
         target = reauthentication.confirm_url(again)
         if _is_htmx():
             return Response(status=204, headers={"HX-Redirect": target})
         return redirect(target, code=303)
-    return _answer(section, exc.message, "error")
+    return _answer(section, exc.message, "error", also=also)
 
 
-def _answer(section: str, message: str, category: str) -> ResponseReturnValue:
+def _answer(
+    section: str, message: str, category: str, *, also: tuple[str, ...] = ()
+) -> ResponseReturnValue:
     if not _is_htmx():
         flash(message, f"{category} {section}")
         return redirect(url_for("account.overview", _anchor=section), code=303)
     view = account_page.account_overview(user_id=current_user.id, session=_session())
-    return render_template(
+    html = render_template(
         SECTIONS[section],
         view=view,
         two_factor=view.two_factor,
         notice={"text": message, "category": category},
     )
+    for other in also:
+        if other != section:
+            html += render_template(
+                SECTIONS[other], view=view, two_factor=view.two_factor, out_of_band=True
+            )
+    return html

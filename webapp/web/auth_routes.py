@@ -33,6 +33,7 @@ from webapp.flows.signin.device import (
     handle_cookie_name,
     start_device_signin,
 )
+from webapp.flows.signin.email import purpose_of
 from webapp.flows.signin.second_factor import WrongCode, current_challenge, pass_with_code
 from webapp.flows.signout import (
     finish_provider_logout,
@@ -40,7 +41,7 @@ from webapp.flows.signout import (
     signs_out_at_provider,
     state_cookie_name,
 )
-from webapp.i18n import gettext
+from webapp.i18n import gettext, ngettext
 from webapp.oauth.logout_token import InvalidLogoutToken
 from webapp.providers import providers, providers_body
 from webapp.sessions import reauthentication
@@ -291,12 +292,25 @@ def second_factor_submit() -> Response | tuple[str, int]:
         return send_to(
             pass_with_code(request.form.get("code", ""), client_address=request.remote_addr)
         )
-    except WrongCode:
+    except WrongCode as exc:
         transactions.discard()
+        # How many tries are left, as the e-mail code's page says (the throttles' count).
+        message = (
+            ngettext(
+                "That code is not right. You can try %(num)d more time.",
+                "That code is not right. You can try %(num)d more times.",
+                exc.tries_left,
+            )
+            if exc.tries_left
+            else gettext(
+                "That code is not right, and that was the last try for now. Wait a while, "
+                "then sign in again."
+            )
+        )
         page = render_template(
             "auth/second_factor.html",
             challenge=current_challenge(),
-            problem={"code": "WrongCode", "message": gettext("That code is not right. Try again.")},
+            problem={"code": "WrongCode", "message": message},
         )
         return page, 400
 
@@ -309,6 +323,8 @@ def verify_request_page() -> str:
         # Only a known id reaches the page: it becomes part of the code form's action.
         provider=provider_id if provider_id in providers() else None,
         type=request.args.get("type"),
+        # A confirmation from the account area (deleting it…): the page says what for.
+        purpose=purpose_of(request.args.get("purpose")),
     )
 
 

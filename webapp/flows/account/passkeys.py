@@ -1,5 +1,6 @@
-"""The user's passkeys on the account page: renaming one, removing one. (Adding one is a
-WebAuthn ceremony: webapp/flows/signin/passkey.py.)
+"""The user's passkeys on the account page: the one a page names before removing it,
+renaming one, removing one. (Adding one is a WebAuthn ceremony:
+webapp/flows/signin/passkey.py.)
 """
 
 from __future__ import annotations
@@ -25,6 +26,13 @@ from webapp.providers.passkey import PROVIDER_ID as PASSKEY_PROVIDER
 from webapp.sessions.store import AuthSession
 from webapp.storage.db import db
 from webapp.storage.models import Authenticator
+
+
+def find_passkey(*, user_id: int, passkey_id: int) -> PasskeyInfo | None:
+    """Return one of the user's passkeys (for the page that asks before removing it), or
+    None if it is not theirs (or gone)."""
+    passkey = db.session.get(Authenticator, passkey_id)
+    return PasskeyInfo.of(passkey) if passkey is not None and passkey.user_id == user_id else None
 
 
 def rename_passkey(*, user_id: int, passkey_id: int, name: str) -> PasskeyInfo:

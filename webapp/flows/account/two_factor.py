@@ -17,7 +17,7 @@ from webapp.audit import trail
 from webapp.core.clock import utcnow
 from webapp.errors import AccountError
 from webapp.flows.account.recent_signin import require_recent
-from webapp.flows.account.ways_in import account_gone
+from webapp.flows.account.ways_in import NOT_FOUND, account_gone
 from webapp.i18n import gettext
 from webapp.second_factor import recovery_codes, totp, verification
 from webapp.second_factor.verification import Status
@@ -106,6 +106,21 @@ def new_recovery_codes(*, user_id: int, current: AuthSession) -> list[str]:
         raise AccountError(NOT_ON, gettext("Turn on two-step verification first."))
     codes = recovery_codes.replace_codes(user_id)
     trail.record(trail.Event.RECOVERY_CODES_REPLACED, user_id=user_id)
+    return codes
+
+
+def shown_codes(*, user_id: int, codes: list[str]) -> list[str]:
+    """Return ``codes``, the recovery codes a page showed once and sends back (to download
+    them, or to show them again in another language), if they are all the user's and
+    unused; else refuse: a page that shows codes shows only ones that work. Needs no recent
+    sign-in: whoever sends them holds them already."""
+    if not 0 < len(codes) <= recovery_codes.COUNT or not recovery_codes.all_unused(user_id, codes):
+        raise AccountError(
+            NOT_FOUND,
+            gettext(
+                "Those recovery codes no longer work. If you did not save them, make new ones."
+            ),
+        )
     return codes
 
 

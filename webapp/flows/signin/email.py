@@ -54,6 +54,17 @@ BROWSER_COOKIE = "auth.email-browser"
 MAX_TOKEN_LENGTH = 128
 
 
+#: What a message may be for besides signing in: a signed-in person confirming it is them
+#: (``/account/confirm``) before deleting the account, or before another change that needs
+#: a recent sign-in. The message, its subject and the verify-request page say which.
+PURPOSES = frozenset({"delete-account", "confirm"})
+
+
+def purpose_of(value: str | None) -> str | None:
+    """``value`` if it names one of ``PURPOSES``, else None (a plain sign-in)."""
+    return value if value in PURPOSES else None
+
+
 @dataclass(frozen=True)
 class CodeRejected:
     """A one-time code that did not match; the request survives for ``tries_left`` more."""
@@ -64,9 +75,20 @@ class CodeRejected:
 
 
 def start_email_signin(
-    *, provider_id: str, email: str, callback_url: str | None, ip: str | None, mailer: Mailer
+    *,
+    provider_id: str,
+    email: str,
+    callback_url: str | None,
+    ip: str | None,
+    mailer: Mailer,
+    purpose: str | None = None,
+    signed_in_as: str | None = None,
 ) -> str:
     """Send a sign-in link and code to ``email``; return the verify-request URL.
+
+    ``purpose`` (one of ``PURPOSES``) words the message and the page for a confirmation,
+    but only for the address of the browser's own session (``signed_in_as``): nobody can
+    send someone else a message that claims their account is being deleted.
 
     Raises ``EmailSignin`` for an invalid address or a failed delivery, and then leaves no
     token behind (the row is discarded with the request). The row is written before the
@@ -79,7 +101,8 @@ def start_email_signin(
     except InvalidAddress as exc:
         trail.record(trail.Event.EMAIL_REQUESTED, provider=provider_id, error="EmailSignin")
         raise AuthError("EmailSignin", f"invalid address: {exc}") from None
-    answer = urls.page_url("verify-request", provider=provider_id, type="email")
+    purpose = purpose_of(purpose) if _same_address(signed_in_as, address) else None
+    answer = urls.page_url("verify-request", provider=provider_id, type="email", purpose=purpose)
     if _throttled(address, ip, provider_id):
         return answer
 
@@ -108,7 +131,9 @@ def start_email_signin(
         mailer.send(
             to=address,
             template=SIGNIN_MESSAGE,
-            context=_message_context(email=address, url=link, code=code, expires=expires),
+            context=_message_context(
+                email=address, url=link, code=code, expires=expires, purpose=purpose
+            ),
         )
     except DeliveryError as exc:
         trail.record(
@@ -349,9 +374,22 @@ def link_lifetime() -> str:
     return ngettext("%(num)d hour", "%(num)d hours", hours)
 
 
-def _message_context(*, email: str, url: str, code: str, expires: datetime) -> dict[str, str]:
+def _same_address(signed_in_as: str | None, address: str) -> bool:
+    if not signed_in_as:
+        return False
+    try:
+        return normalize_email(signed_in_as) == address
+    except InvalidAddress:
+        return False
+
+
+def _message_context(
+    *, email: str, url: str, code: str, expires: datetime, purpose: str | None
+) -> dict[str, str]:
     conf = current_settings()
     return {
+        # "signin", or one of PURPOSES: what the message asks the reader to confirm.
+        "purpose": purpose or "signin",
         "site": conf.brand.name,
         "host": urls.origin().split("://", 1)[1],
         "color": conf.brand.color,

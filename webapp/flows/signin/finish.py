@@ -13,11 +13,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from webapp.audit import trail
+from webapp.browser_state import last_provider
 from webapp.core import urls
 from webapp.core.hooks import current_hooks, signed_in
 from webapp.core.redirects import resolve_redirect
 from webapp.errors import AuthError
 from webapp.flows import notices
+from webapp.providers import providers
 from webapp.second_factor import pending_signin
 from webapp.second_factor.pending_signin import Signin
 from webapp.second_factor.verification import MFA, has_second_factor
@@ -87,6 +89,10 @@ def start_session(signin: Signin) -> str:
         provider_session=signin.provider_session,
     )
     notices.after_signin(signin.user_id, provider=signin.provider, new_user=signin.is_new_user)
+    provider = providers().get(signin.provider)
+    if provider is not None and provider.type != "webauthn":
+        # "Last used" is the chooser's hint for its buttons and forms; a passkey has none.
+        last_provider.remember(provider.id)
     trail.record(
         trail.Event.SIGNIN,
         user_id=signin.user_id,

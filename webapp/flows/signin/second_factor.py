@@ -30,7 +30,12 @@ from webapp.storage.models import Authenticator, User
 
 
 class WrongCode(Exception):
-    """The code was not the user's; the person may try again."""
+    """The code was not the user's; the person may try again, ``tries_left`` more times
+    in the throttles' windows (0: not before they end)."""
+
+    def __init__(self, tries_left: int) -> None:
+        super().__init__(tries_left)
+        self.tries_left = tries_left
 
 
 class TooManyCodes(Exception):
@@ -170,7 +175,7 @@ def _check(user_id: int, code: str, counted: throttles.Counted, *, recovery: boo
             error=trail.WRONG_CODE,
             detail={"code": "second-factor"},
         )
-        raise WrongCode()
+        raise WrongCode(throttles.left(counted))
     if factor == verification.RECOVERY_CODE:
         # Which code it was stays untold (not even its hash); how many are left is told.
         trail.record(

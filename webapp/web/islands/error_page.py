@@ -10,8 +10,10 @@ from typing import Any
 
 from flask import render_template
 
+from webapp.browser_state import last_provider
 from webapp.errors import ERROR_PAGE, Code, error_page_code
 from webapp.i18n import N_, gettext
+from webapp.providers import providers
 from webapp.settings import current_settings
 from webapp.telemetry.logs import current_request_id
 
@@ -67,20 +69,27 @@ def render_error_page(code: str | None, *, status: int | None = None) -> str:
 def error_view(code: str | None, request_id: str, status: int | None = None) -> dict[str, Any]:
     """Return the error page model, in the request's language: texts, next steps (label +
     href), reference, and the island's own words (``text``)."""
-    entry = error_page_code(code) if code or status not in _HTTP_TEXTS else _HTTP_TEXTS[status]
+    http_error = not code and status in _HTTP_TEXTS
+    entry = _HTTP_TEXTS[status] if http_error and status else error_page_code(code)
     home = {"label": gettext("Go to the home page"), "href": "/"}
     signin_href = current_settings().base_path + "/signin"
-    if code == "Configuration":
+    if http_error:
+        # No sign-in went wrong (a page not found, a request not understood): home it is.
+        steps = [home]
+    elif code == "Configuration":
         # Sign-in itself is broken: the home page comes first, sign-in is only offered.
         steps = [home, {"label": gettext("Back to sign in"), "href": signin_href}]
     else:
         label = gettext(_FIRST_STEP.get(code or "", _RETRY))
         steps = [{"label": label, "href": signin_href}, home]
+    retry = not http_error and code != "Configuration"
     return {
         "code": code,
         **entry.texts(),
         "steps": steps,
-        "retry": code != "Configuration",
+        "retry": retry,
+        # The provider of this browser's last sign-in that worked, to try again with.
+        "lastUsed": _last_used() if retry else None,
         "requestId": request_id,
         # {placeholders} are filled in by the island.
         "text": {
@@ -96,3 +105,9 @@ def error_view(code: str | None, request_id: str, status: int | None = None) -> 
             ),
         },
     }
+
+
+def _last_used() -> str | None:
+    """The name of the provider this browser last signed in with (not a passkey), or None."""
+    provider = providers().get(last_provider.last_used() or "")
+    return provider.name if provider is not None and provider.type != "webauthn" else None

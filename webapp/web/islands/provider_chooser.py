@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from webapp.browser_state import last_provider
 from webapp.errors import code_for
 from webapp.i18n import gettext, ngettext
 from webapp.passkeys.relying_party import passkey_texts, unavailable_reason
@@ -31,6 +32,7 @@ def chooser_data(
     """Return the chooser's page data (JSON-serialisable)."""
     error = {"code": error_code, **code_for(error_code).texts()} if error_code else None
     providers = list(providers)
+    last = last_provider.last_used()
     logos: dict[str, str] = {}
     credentials: dict[str, dict[str, Any]] = {}
     for p in providers:
@@ -52,6 +54,15 @@ def chooser_data(
         "callbackUrl": callback_url,
         "email": email,
         "error": error,
+        # The provider of this browser's last sign-in that worked (None: none, or a passkey).
+        "lastUsed": next(
+            (
+                {"id": p.id, "name": p.name}
+                for p in providers
+                if p.id == last and p.type != "webauthn"
+            ),
+            None,
+        ),
         "logos": logos,
         "credentials": credentials,
         # Why the passkey provider cannot be offered at this address (None: it can).

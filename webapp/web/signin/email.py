@@ -8,15 +8,20 @@ from collections.abc import Mapping
 
 from flask import request
 
+from webapp.browser_state import cookies
+from webapp.core import urls
 from webapp.flows.signin.email import (
     CodeRejected,
     browser_cookie_name,
     check_email_link,
     complete_email_code,
     complete_email_link,
+    purpose_of,
     start_email_signin,
 )
+from webapp.i18n import COOKIE_MAX_AGE, known_codes, language_choices, locale_cookie_name
 from webapp.providers.email import EmailProvider
+from webapp.sessions.store import current_session
 from webapp.web.signin.outcome import Outcome, Page, Redirect
 
 
@@ -27,6 +32,7 @@ def signin(
     query: Mapping[str, str],
     callback_url: str | None,
 ) -> Outcome:
+    session = current_session()
     return Redirect(
         start_email_signin(
             provider_id=provider.id,
@@ -34,6 +40,9 @@ def signin(
             callback_url=callback_url,
             ip=request.remote_addr,
             mailer=provider.mailer,
+            # From /account/confirm: what the message confirms, for this session's address.
+            purpose=str(form.get("purpose", "")),
+            signed_in_as=session.user.email if session is not None else None,
         )
     )
 
@@ -52,6 +61,17 @@ def callback(
         email = check_email_link(
             provider_id=provider.id, email=str(args.get("email", "")), token=token
         )
+
+        def here(**extra: str) -> str:
+            # The link's own address: its query, never the Referer, names the way back.
+            query = {"token": token, "email": email, "callbackUrl": callback_url}
+            return urls.auth_url(f"callback/{provider.id}", **query, **extra)
+
+        chosen = args.get("lang")
+        if chosen in known_codes():
+            # A footer link of this page: keep the language, then show the page again.
+            cookies.set_cookie(locale_cookie_name(), str(chosen), max_age=COOKIE_MAX_AGE)
+            return Redirect(here())
         return Page(
             "auth/email_confirm.html",
             {
@@ -59,6 +79,10 @@ def callback(
                 "email": email,
                 "token": token,
                 "callback_url": callback_url,
+                "here_languages": [
+                    (choice, here(lang=choice.code), current)
+                    for choice, current in language_choices()
+                ],
             },
         )
     if "code" in form:
@@ -71,7 +95,12 @@ def callback(
         if isinstance(result, CodeRejected):
             return Page(
                 "auth/verify_request.html",
-                {"provider": provider.id, "type": provider.type, "code_rejected": result},
+                {
+                    "provider": provider.id,
+                    "type": provider.type,
+                    "code_rejected": result,
+                    "purpose": purpose_of(str(form.get("purpose", ""))),
+                },
                 status=400,
             )
         return Redirect(result)
