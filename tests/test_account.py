@@ -14,7 +14,7 @@ from webapp.storage.models import Account, Authenticator, Session, User
 from webapp.web.account_display import breakable
 
 from .support.oauth import email_sign_in
-from .support.rows import row_count
+from .support.rows import add_passkey, row_count
 from .support.signin import AuthActions, demo_sign_in
 
 CHROME_UA = (
@@ -279,29 +279,13 @@ def test_unlink_with_htmx_returns_the_section(app, client, auth, account_factory
     assert _account_ids(app, user.id) != [] and github not in _account_ids(app, user.id)
 
 
-def _add_passkey(app, user_id: int, name: str = "Phone") -> int:
-    with app.app_context():
-        passkey = Authenticator(
-            user_id=user_id,
-            credential_id=f"cred-{name}",
-            public_key="key",
-            sign_count=0,
-            backed_up=False,
-            device_type="single_device",
-            name=name,
-        )
-        db.session.add(passkey)
-        db.session.commit()
-        return passkey.id
-
-
 def test_remove_asks_first_on_a_page_of_its_own_without_javascript(
     app, client, auth, account_factory
 ):
     auth.signin()
     user = _user(app)
     github = account_factory(app, user.id)
-    passkey = _add_passkey(app, user.id)
+    passkey = add_passkey(app, user.id, synced=False)
     page = client.get("/account").get_data(as_text=True)
     # "Remove" only leads to the question: a GET, nothing removed by it.
     assert f'<form method="get" action="/account/accounts/{github}/unlink"' in page
@@ -332,7 +316,7 @@ def test_remove_asks_in_place_with_htmx(app, client, auth, account_factory):
 def test_what_is_not_the_person_s_to_remove_is_not_asked_about(app, client, auth, account_factory):
     demo_sign_in(app.test_client(), "bob@example.com")
     bob = _user(app, "bob@example.com")
-    bob_passkey = _add_passkey(app, bob.id)
+    bob_passkey = add_passkey(app, bob.id, synced=False)
     auth.signin()
     r = client.get(f"/account/passkeys/{bob_passkey}/remove")
     assert (r.status_code, r.headers["Location"]) == (303, "/account#passkeys")
@@ -347,7 +331,7 @@ def test_a_removal_with_htmx_re_renders_every_section_that_counts_the_ways_in(
     auth.signin()
     user = _user(app)
     (demo,) = _account_ids(app, user.id)
-    passkey = _add_passkey(app, user.id)
+    passkey = add_passkey(app, user.id, synced=False)
     path = (
         f"/account/accounts/{demo}/unlink"
         if removed == "account"

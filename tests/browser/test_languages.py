@@ -18,9 +18,10 @@ import pytest
 from playwright.sync_api import expect
 
 from webapp.storage.db import db
-from webapp.storage.models import Authenticator, User
+from webapp.storage.models import User
 
 from ..support.browser import SCREENSHOTS, axe_violations
+from ..support.rows import add_passkey
 from ..support.tv import TV_PROVIDERS
 
 pytestmark = pytest.mark.browser
@@ -56,18 +57,7 @@ def _add_passkey(live_server: Any, email: str) -> int:
     """Give the user a passkey row (a way in to remove); return its id."""
     with live_server.app.app_context():
         user_id = db.session.execute(db.select(User.id).where(User.email == email)).scalar_one()
-        passkey = Authenticator(
-            user_id=user_id,
-            credential_id=f"cred-{email}",
-            public_key="key",
-            sign_count=0,
-            backed_up=True,
-            device_type="multi_device",
-            name="iCloud Keychain",
-        )
-        db.session.add(passkey)
-        db.session.commit()
-        return int(passkey.id)
+    return add_passkey(live_server.app, user_id, "iCloud Keychain")
 
 
 class Checks:

@@ -20,9 +20,10 @@ from playwright.sync_api import expect
 
 from webapp.core.clock import utcnow
 from webapp.storage.db import db
-from webapp.storage.models import Account, Authenticator, Session, User
+from webapp.storage.models import Account, Session, User
 
 from ..support.browser import axe_violations, demo_signin, set_up_app
+from ..support.rows import add_passkey
 
 pytestmark = pytest.mark.browser
 LINK_RE = re.compile(r"https?://\S+/callback/email\S*")
@@ -35,20 +36,7 @@ def _user_id(live_server: Any, email: str) -> int:
 
 def _add_passkey(live_server: Any, email: str, name: str) -> None:
     """Give the user a passkey row (nothing signs in with it here: it is a way in)."""
-    user_id = _user_id(live_server, email)
-    with live_server.app.app_context():
-        db.session.add(
-            Authenticator(
-                user_id=user_id,
-                credential_id=f"cred-{name}",
-                public_key="key",
-                sign_count=0,
-                backed_up=False,
-                device_type="single_device",
-                name=name,
-            )
-        )
-        db.session.commit()
+    add_passkey(live_server.app, _user_id(live_server, email), name, synced=False)
 
 
 def _link(live_server: Any, email: str, provider: str = "op-jwt") -> None:

@@ -25,17 +25,17 @@ def row_count(app: Flask, model: Any, **filters: Any) -> int:
         return int(db.session.execute(query).scalar_one())
 
 
-def add_passkey(app: Flask, user_id: int, name: str = "Phone") -> int:
+def add_passkey(app: Flask, user_id: int, name: str = "Phone", *, synced: bool = True) -> int:
     """Store a passkey row for ``user_id`` (a way in for the account rules; its key signs
-    nothing); return its id."""
+    nothing), synced across devices or bound to one; return its id."""
     with app.app_context():
         passkey = Authenticator(
             user_id=user_id,
             credential_id=f"cred-{user_id}-{name}",
             public_key="pQECAyYgASFYIA",
             sign_count=0,
-            backed_up=True,
-            device_type="multi_device",
+            backed_up=synced,
+            device_type="multi_device" if synced else "single_device",
             name=name,
         )
         db.session.add(passkey)
