@@ -38,7 +38,7 @@ from urllib.parse import urlencode, urljoin
 import requests
 from joserfc.jwk import RSAKey
 
-from ..support.oauth import APP_ORIGIN, Browser, parse_forms
+from ..support.oauth import APP_ORIGIN, Browser, parse_forms, provider_table
 from ..support.servers import free_port, stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -217,20 +217,16 @@ class DotProvider:
         or overrides keys (e.g. ``revocation_endpoint=dot.endpoint("revocation_endpoint")``).
         The provider id in the app is the client id."""
         method = METHODS[client_id]
-        entry: dict[str, Any] = {
-            "id": client_id,
-            "type": "oidc",
-            "name": f"DOT ({method})",
-            "issuer": self.issuer,
-            "client_id": client_id,
-            "token_endpoint_auth_method": method,
-        }
-        if method.startswith("client_secret"):
-            entry["client_secret"] = SECRET
-        if method == "private_key_jwt":
-            entry["client_private_key_file"] = str(self.workdir / "rp-rsa.pem")
-        entry.update(extra)
-        return entry
+        key_file = self.workdir / "rp-rsa.pem" if method == "private_key_jwt" else None
+        return provider_table(
+            client_id,
+            name=f"DOT ({method})",
+            issuer=self.issuer,
+            method=method,
+            secret=SECRET,
+            key_file=key_file,
+            extra=extra,
+        )
 
     # -- browsers at DOT ---------------------------------------------------------------
 

@@ -52,7 +52,7 @@ from flask.testing import FlaskClient
 from joserfc import jwt
 from joserfc.jwk import OctKey, RSAKey
 
-from ..support.oauth import APP_ORIGIN, Browser, query_of
+from ..support.oauth import APP_ORIGIN, Browser, provider_table, query_of
 from ..support.servers import free_port, stop_process
 
 HERE = Path(__file__).resolve().parent / "glewlwyd"
@@ -315,20 +315,16 @@ class Glewlwyd:
     ) -> dict[str, Any]:
         """The app's [[providers]] table for one of this provider's clients."""
         method = method or self._method(client_id)
-        entry: dict[str, Any] = {
-            "id": client_id,
-            "type": "oidc",
-            "name": f"Glewlwyd ({method})",
-            "issuer": self.issuer,
-            "client_id": client_id,
-            "token_endpoint_auth_method": method,
-        }
-        if method.startswith("client_secret"):
-            entry["client_secret"] = SECRET
-        if method == "private_key_jwt":
-            entry["client_private_key_file"] = str(self.workdir / "gl-rp-rsa.jwk")
-        entry.update(extra)
-        return entry
+        key_file = self.workdir / "gl-rp-rsa.jwk" if method == "private_key_jwt" else None
+        return provider_table(
+            client_id,
+            name=f"Glewlwyd ({method})",
+            issuer=self.issuer,
+            method=method,
+            secret=SECRET,
+            key_file=key_file,
+            extra=extra,
+        )
 
     def discovery(self) -> dict[str, Any]:
         if self._discovery is None:

@@ -87,6 +87,35 @@ DEVICE_INTERVAL = 1
 DEVICE_SLOW_DOWN_INCREMENT = 5
 
 
+def provider_table(
+    client_id: str,
+    *,
+    name: str,
+    issuer: str,
+    method: str,
+    secret: str,
+    key_file: Path | None = None,
+    extra: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The app's [[providers]] table for an OpenID Provider's client (the provider id in
+    the app is the client id): the secret for the ``client_secret_*`` methods, ``key_file``
+    for ``private_key_jwt``; ``extra`` adds or overrides keys (``issuer`` too)."""
+    entry: dict[str, Any] = {
+        "id": client_id,
+        "type": "oidc",
+        "name": name,
+        "issuer": issuer,
+        "client_id": client_id,
+        "token_endpoint_auth_method": method,
+    }
+    if method.startswith("client_secret"):
+        entry["client_secret"] = secret
+    if key_file is not None:
+        entry["client_private_key_file"] = str(key_file)
+    entry.update(extra)
+    return entry
+
+
 class NodeOP:
     """oidc-provider on loopback, with one client per token endpoint auth method (the app's
     providers, ``CLIENT_METHODS``), ``op-cli``, another application's client, and the device
@@ -179,22 +208,16 @@ class NodeOP:
         ``CLIENT_METHODS``, ``DEVICE_CLIENT_METHODS`` or added by ``add_client``; give the
         ``method`` of one not added yet, e.g. before its app's port is known)."""
         method = method or self._method(client_id)
-        entry: dict[str, Any] = {
-            "id": client_id,
-            "type": "oidc",
-            "name": f"Test OP ({method})",
-            "issuer": self.issuer,
-            "client_id": client_id,
-            "token_endpoint_auth_method": method,
-        }
-        if method.startswith("client_secret"):
-            entry["client_secret"] = SECRET
-        if client_id == "op-rsa":
-            entry["client_private_key_file"] = str(self.workdir / "rp-rsa.pem")
-        if client_id == "op-ec":
-            entry["client_private_key_file"] = str(self.workdir / "rp-ec.jwk")
-        entry.update(extra)
-        return entry
+        key_file = {"op-rsa": "rp-rsa.pem", "op-ec": "rp-ec.jwk"}.get(client_id)
+        return provider_table(
+            client_id,
+            name=f"Test OP ({method})",
+            issuer=self.issuer,
+            method=method,
+            secret=SECRET,
+            key_file=self.workdir / key_file if key_file else None,
+            extra=extra,
+        )
 
     def start(self) -> None:
         methods = {**CLIENT_METHODS, CLI_CLIENT_ID: "client_secret_basic"}
