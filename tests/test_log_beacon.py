@@ -38,6 +38,22 @@ def test_fields_are_truncated_and_cannot_forge_log_lines(client, caplog):
     assert "a" * 501 not in text
 
 
+def test_a_lone_surrogate_is_escaped_so_the_line_can_be_written(client, caplog):
+    # JSON's "\\ud800" decodes to a lone surrogate, which no UTF-8 log handler can write:
+    # unescaped, the whole report would be lost.
+    with caplog.at_level(logging.INFO, logger="webapp.client"):
+        r = client.post(
+            "/auth/_log",
+            data=b'{"message": "\\ud800lost?", "\\udc00key": 1}',
+            content_type="application/json",
+        )
+    assert r.status_code == 204
+    [record] = [r for r in caplog.records if r.name == "webapp.client"]
+    text = record.getMessage()
+    assert text.endswith('message="\\ud800lost?" "\\udc00key"="1"')
+    text.encode("utf-8")
+
+
 def test_an_oversized_body_gets_413_like_any_other_and_is_not_logged(client, caplog):
     with caplog.at_level(logging.DEBUG, logger="webapp.client"):
         big = client.post("/auth/_log", json={"message": "x" * 5000})

@@ -40,9 +40,11 @@ def records(caplog: pytest.LogCaptureFixture, name: str) -> list[logging.LogReco
 # The encoder
 
 
-def test_the_encoder_escapes_exactly_the_controls_and_line_separators_of_unicode():
+def test_the_encoder_escapes_exactly_the_controls_line_separators_and_surrogates_of_unicode():
     wanted = {
-        c for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) in ("Cc", "Zl", "Zp")
+        c
+        for c in range(sys.maxunicode + 1)
+        if unicodedata.category(chr(c)) in ("Cc", "Zl", "Zp", "Cs")
     }
     escaped = {c for c in range(sys.maxunicode + 1) if encode(chr(c)) != chr(c)}
     assert escaped == wanted | {ord("\\")}
@@ -63,6 +65,9 @@ def test_the_encoder_is_unambiguous_and_leaves_plain_text_alone():
     # A backslash sent by the client cannot pose as an escape the encoder wrote.
     assert encode("a\\nb") == "a\\\\nb"
     assert encode("\x85\u2028\x00\t") == "\\x85\\u2028\\x00\\t"
+    # A lone surrogate (from JSON's "\\ud800") cannot be written as UTF-8: it is escaped.
+    assert encode("\ud800x") == "\\ud800x"
+    assert encode("\ud800x").encode("utf-8") == b"\\ud800x"
     assert encode("é ü 東京") == "é ü 東京"
     assert encode(42) == "42"
 

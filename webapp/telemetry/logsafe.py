@@ -33,9 +33,14 @@ def _escape(code_point: int) -> str:
 
 # Every character a log reader or str.splitlines() could take for a line break or a
 # control: Unicode categories Cc (C0, DEL, C1, which hold \x0b \x0c \x1c-\x1e and \x85),
-# Zl (U+2028) and Zp (U+2029); and the backslash, so that an escape in the output always
-# means the encoder wrote it. tests/test_log_safety.py checks this set against unicodedata.
-_TABLE = {c: _escape(c) for c in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029, ord("\\"))}
+# Zl (U+2028) and Zp (U+2029); lone surrogates (Cs: a JSON body's "\\ud800" decodes to one,
+# and no UTF-8 handler can write it, so the whole line would be lost); and the backslash,
+# so that an escape in the output always means the encoder wrote it.
+# tests/test_log_safety.py checks this set against unicodedata.
+_TABLE = {
+    c: _escape(c)
+    for c in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029, *range(0xD800, 0xE000), ord("\\"))
+}
 _SEPARATORS_TABLE = {0x2028: "\\u2028", 0x2029: "\\u2029"}
 
 # Where a parameter's name or value ends: a separator, "&" or ";" (some servers and
