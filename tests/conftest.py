@@ -1,9 +1,9 @@
 """The shared fixtures: the app on real databases (SQLite and PostgreSQL), clients, row
 factories (``user_factory``, ``account_factory``, ``session_factory``), the test OpenID
-Provider. Two plugins add more: tests/support/mail.py (SMTP servers, the outbox, e-mail
-sign-in) and tests/support/audit.py (``password_app``). The plain helpers fixtures and
-tests share (``base_config``, ``free_port``, ``row_count``, ``demo_sign_in``,
-``AuthActions``…) are in tests/support/.
+Provider, the test SAML identity provider. Two plugins add more: tests/support/mail.py
+(SMTP servers, the outbox, e-mail sign-in) and tests/support/audit.py (``password_app``).
+The plain helpers fixtures and tests share (``base_config``, ``free_port``, ``row_count``,
+``demo_sign_in``, ``AuthActions``…) are in tests/support/.
 
 Each database is created and migrated once per test session; tests get a fresh app and
 empty tables. PostgreSQL is reached at TEST_DATABASE_URL (default: the local server on
@@ -249,6 +249,20 @@ def node_op(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         yield op
     finally:
         op.stop()
+
+
+@pytest.fixture(scope="session")
+def simplesamlphp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """SimpleSAMLphp (Debian's package), a real SAML identity provider, under PHP's built-in
+    server on a loopback port, with a private configuration folder, its own signing key and
+    our service provider registered (tests/saml/simplesamlphp.py), for the whole test
+    session. Not installed: its tests are skipped, except under CI=true, where that is a
+    failure."""
+    from .saml.simplesamlphp import SimpleSamlIdp, SimpleSamlMissing
+    from .support.config import running
+
+    folder = tmp_path_factory.mktemp("simplesamlphp")
+    yield from running(lambda: SimpleSamlIdp(folder), SimpleSamlMissing)
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ PACKAGE = ROOT / "webapp"
 #: Most modules side by side in one folder: more, and a folder stops saying what it holds.
 MAX_MODULES = 12
 #: The packages below the HTTP edge that must take plain values, never the request.
-PLAIN_VALUE_PACKAGES = ("flows", "providers", "oauth")
+PLAIN_VALUE_PACKAGES = ("flows", "providers", "oauth", "saml")
 
 
 def _modules(folder: Path) -> list[Path]:

@@ -256,7 +256,7 @@ def test_database_errors_never_show_the_password():
             "type = 'credentials'\n",
             "provider 'a': duplicate id",
         ),
-        ("[[providers]]\nid = 'a'\ntype = 'saml'\n", "provider 'a': unknown type 'saml'"),
+        ("[[providers]]\nid = 'a'\ntype = 'ldap'\n", "provider 'a': unknown type 'ldap'"),
         (
             "[[providers]]\nid = 'a'\ntype = 'credentials'\nfields = []\n",
             "provider 'a': fields must be",

@@ -129,6 +129,34 @@ def test_every_markdown_file_in_docs_is_in_the_navigation() -> None:
     assert missing == []
 
 
+#: The questions a developer asked of the documentation (issue 45), each with the
+#: navigation title that answers it, its page, and what that page must show.
+QUESTIONS = [
+    ("add my own page", "Add your own pages and templates", "how-to/own-pages.md", "Blueprint"),
+    ("protect a view", "Protect a view", "how-to/protect-a-view.md", "@login_required"),
+    ("the current user", "The current user", "how-to/current-user.md", "current_user.email"),
+    (
+        "add GitHub",
+        "GitHub and other OAuth 2 sites",
+        "how-to/providers/oauth-sites.md",
+        "## GitHub",
+    ),
+    ("deploy", "Deploy behind nginx or HAProxy", "how-to/deploy.md", "## The production command"),
+]
+
+
+@pytest.mark.parametrize(
+    ("question", "title", "page", "shows"), QUESTIONS, ids=[q[0] for q in QUESTIONS]
+)
+def test_the_navigation_answers_a_developer_s_question(
+    question: str, title: str, page: str, shows: str
+) -> None:
+    """Found from the navigation alone: a title that says it, leading to a page that does."""
+    nav = (ROOT / "mkdocs.yml").read_text()
+    assert re.search(rf"^\s*- {re.escape(title)}: {re.escape(page)}\s*$", nav, re.M), question
+    assert shows in (DOCS / page).read_text(), question
+
+
 def test_the_readme_is_short_and_keeps_the_two_commands() -> None:
     readme = (ROOT / "README.md").read_text()
     assert len(readme.splitlines()) <= 220

@@ -282,7 +282,7 @@ def test_a_confirmation_from_the_account_area_says_what_it_confirms(app, actions
     html = message.get_body(preferencelist=("html",)).get_content()
     assert "Confirm it is you</a>" in html
     page = actions.client.get(answer.headers["Location"]).get_data(as_text=True)
-    assert '<h1 id="card-title">Check your email to confirm deleting your account</h1>' in page
+    assert '<h1 id="card-title">Check your e-mail to confirm deleting your account</h1>' in page
     assert "A sign-in link has been sent" not in page
     # A wrong code shows the page again, still saying what it confirms.
     again = actions.client.post(
@@ -290,7 +290,7 @@ def test_a_confirmation_from_the_account_area_says_what_it_confirms(app, actions
         data={"csrfToken": actions.csrf(), "code": "ABCD-2345", "purpose": "delete-account"},
     )
     assert again.status_code == 400
-    assert "Check your email to confirm deleting your account" in again.get_data(as_text=True)
+    assert "Check your e-mail to confirm deleting your account" in again.get_data(as_text=True)
     # Other changes that need a recent sign-in get the general wording.
     actions.request_link(address, purpose="confirm")
     assert mailbox.last()["Subject"] == "Confirm it is you at Webapp"

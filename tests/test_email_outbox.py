@@ -31,7 +31,7 @@ def test_a_fresh_development_setup_offers_email_through_the_outbox(make_app, out
     client = app.test_client()
     assert client.get("/auth/providers").json["email"] == {
         "id": "email",
-        "name": "Email",
+        "name": "E-mail",
         "type": "email",
         "signinUrl": "http://localhost/auth/signin/email",
         "callbackUrl": "http://localhost/auth/callback/email",

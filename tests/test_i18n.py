@@ -34,6 +34,7 @@ from webapp.storage.models import User
 
 from .support.config import base_config
 from .support.mail import html_of, link_of, text_of
+from .support.oauth import write_providers_toml
 
 ROOT = Path(__file__).resolve().parent.parent
 POT = TRANSLATIONS_DIR / "messages.pot"
@@ -95,6 +96,19 @@ def test_every_message_is_translated_in_every_shipped_locale(code):
     # Placeholders as in the source (%(name)s), plural forms as the language has them.
     problems = [(m.id, str(e)) for m, errors in catalogue.check() for e in errors]
     assert problems == [], f"{code}: {problems[:5]}"
+
+
+@pytest.mark.parametrize("code", [SOURCE_LOCALE, *TRANSLATED])
+def test_no_message_spells_e_mail_email(code):
+    # "e-mail" ("E-mail" first in a sentence or label; German "E-Mail", …), never "Email".
+    path = POT if code == SOURCE_LOCALE else TRANSLATIONS_DIR / code / "LC_MESSAGES" / "messages.po"
+    with path.open("rb") as fh:
+        messages = [m for m in read_po(fh) if m.id]
+    texts = [m.id if code == SOURCE_LOCALE else m.string for m in messages]
+    forms = [form for text in texts for form in (text if isinstance(text, tuple) else (text,))]
+    # Not the placeholders: %(email)s is a name, not a word the reader sees.
+    spelled = [f for f in forms if re.search(r"\bemail\b", re.sub(r"%\(\w+\)", "", f), re.I)]
+    assert spelled == [], f"{code}: {spelled[:5]}"
 
 
 # -- which locale a request gets ---------------------------------------------------------
@@ -529,3 +543,57 @@ def test_the_islands_get_every_word_they_read_from_the_page(client):
     assert error["title"] == "Ce lien de connexion ne fonctionne plus"
     assert error["text"]["referenceAndCode"] == "Référence : {reference} · code {code}"
     assert error["code"] == "Verification"  # codes are never translated
+
+
+# -- the names of the providers the app builds in ------------------------------------------
+
+BUILT_IN_NAMES = {
+    "en": {"email": "E-mail", "demo": "Demo account (development only)", "passkey": "Passkey"},
+    "de": {"email": "E-Mail", "demo": "Demokonto (nur Entwicklung)", "passkey": "Passkey"},
+    "fr": {
+        "email": "E-mail",
+        "demo": "Compte de démonstration (développement uniquement)",
+        "passkey": "Clé d’accès",
+    },
+}
+
+
+def test_built_in_provider_names_are_translated_for_each_request(client, auth):
+    # The providers are built once, at start-up; each request names them in its language.
+    for accept, names in (*BUILT_IN_NAMES.items(), ("de", BUILT_IN_NAMES["de"])):
+        html = client.get("/auth/signin", headers={"Accept-Language": accept}).get_data(
+            as_text=True
+        )
+        assert _page_data(html, "chooser-data")["names"] == names
+    # The server's own chooser (without JavaScript), the ways in (the page and the account
+    # API), the error page's island.
+    assert ">Mit E-Mail anmelden</button>" in html
+    assert ">Mit Demokonto (nur Entwicklung) anmelden</button>" in html
+    auth.signin()
+    german = {"Accept-Language": "de"}
+    account = client.get("/account", headers=german).get_data(as_text=True)
+    assert "<strong>Demokonto (nur Entwicklung)</strong>" in account
+    [method] = client.get("/account/api", headers=german).json["accounts"]
+    assert method["providerName"] == "Demokonto (nur Entwicklung)"
+    error = client.get("/auth/error?error=AccessDenied", headers=german).get_data(as_text=True)
+    assert _page_data(error, "error-page-data")["lastUsed"] == "Demokonto (nur Entwicklung)"
+
+
+def test_the_providers_json_names_them_in_english_whatever_the_language(client):
+    # For Auth.js clients, whose pages show it: one answer for every request, which
+    # chooses no language (test_the_hot_json_endpoints_never_choose_a_locale).
+    client.get("/auth/signin", headers={"Accept-Language": "de"})
+    for accept in ("de", "ar", "en"):
+        listed = client.get("/auth/providers", headers={"Accept-Language": accept}).json
+        assert {pid: p["name"] for pid, p in listed.items()} == BUILT_IN_NAMES["en"]
+
+
+def test_a_name_the_configuration_gives_is_shown_as_given_in_every_language(email_app, tmp_path):
+    config = write_providers_toml(
+        tmp_path / "auth.toml", [{"id": "email", "type": "email", "name": "E-mail"}]
+    )
+    client = email_app(AUTH_CONFIG=str(config)).test_client()
+    html = client.get("/auth/signin", headers={"Accept-Language": "de"}).get_data(as_text=True)
+    assert ">Mit E-mail anmelden</button>" in html
+    assert _page_data(html, "chooser-data")["names"]["email"] == "E-mail"
+    assert client.get("/auth/providers").json["email"]["name"] == "E-mail"

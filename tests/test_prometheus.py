@@ -28,7 +28,7 @@ import sqlalchemy as sa
 from prometheus_client.mmap_dict import MmapedDict
 
 from .support.cluster import PASSWORD, Browser
-from .support.config import IN_CI
+from .support.config import missing_service
 from .support.mail import Mailbox, link_of
 from .support.oauth import NodeOP, follow_to_app, write_providers_toml
 from .support.servers import Server, free_port, run_server, stop_process
@@ -53,10 +53,7 @@ def prometheus_binary() -> str:
             subprocess.run(command, env=env, capture_output=True, timeout=600, check=False)
         found = shutil.which("prometheus")
     if found is None:
-        message = "prometheus is missing: apt-get install -y prometheus (scripts/test does)"
-        if IN_CI:
-            pytest.fail(message + " (CI=true: a missing service is a failure)", pytrace=False)
-        pytest.skip(message)
+        missing_service("prometheus is missing: apt-get install -y prometheus (scripts/test does)")
     return found
 
 

@@ -117,7 +117,7 @@ def test_signout_page_signed_out_offers_sign_in_not_sign_out(client):
 def test_verify_request_page(client):
     r = client.get("/auth/verify-request?provider=email&type=email")
     assert r.status_code == 200
-    assert "Check your email" in r.get_data(as_text=True)
+    assert "Check your e-mail" in r.get_data(as_text=True)
 
 
 @pytest.mark.parametrize(

@@ -41,6 +41,7 @@ from webapp.providers import KINDS
 from webapp.providers.credentials import CredentialsProvider
 from webapp.providers.email import EmailProvider
 from webapp.providers.oauth import OAuthProvider
+from webapp.providers.saml import SamlProvider
 from webapp.settings import ConfigError
 from webapp.storage.db import db
 from webapp.storage.models import (
@@ -56,6 +57,8 @@ from webapp.storage.models import (
 )
 from webapp.ui.qr import qr_svg
 
+from .saml.simplesamlphp import SP_ID as SAML_ID
+from .saml.simplesamlphp import SimpleSamlIdp
 from .support.config import TEST_SECRET
 from .support.mail import EmailActions, Mailbox, code_of, link_of
 from .support.oauth import APP_ORIGIN, SECRET, Browser, NodeOP
@@ -448,7 +451,8 @@ def test_setting_up_again_while_on_replaces_nothing(app: Flask) -> None:
         ("get", "/account/two-factor", "/account/two-factor"),
         ("post", "/account/two-factor", "/account/two-factor"),
         ("post", "/account/two-factor/recovery-codes", "/account#two-factor"),
-        ("post", "/account/two-factor/off", "/account#two-factor"),
+        # Back to the question before turning it off, as after a removal's.
+        ("post", "/account/two-factor/off", "/account/two-factor/off"),
     ],
 )
 def test_changing_the_second_factor_needs_a_recent_sign_in(
@@ -633,13 +637,25 @@ def _preset_entry(op: NodeOP) -> dict[str, Any]:
     }
 
 
-#: A provider table for each kind of ``KINDS`` (webauthn, the passkeys, is not driven here).
-KIND_ENTRIES: dict[str, Callable[[NodeOP], dict[str, Any]]] = {
-    "oidc": _oidc_entry,
-    "oauth": _oauth_entry,
-    "preset": _preset_entry,
-    "email": lambda op: {"id": "mail", "type": "email", "name": "Mail"},
-    "credentials": lambda op: {"id": "password", "type": "credentials", "name": "Password"},
+def _saml_entry(idp: SimpleSamlIdp) -> dict[str, Any]:
+    return {
+        "id": SAML_ID,
+        "type": "saml",
+        "name": "Acme staff",
+        "idp_metadata_url": idp.metadata_url,
+        "domains": ["acme.example"],
+    }
+
+
+#: A provider table for each kind of ``KINDS`` (webauthn, the passkeys, is not driven here),
+#: from the test OpenID Provider and the test SAML identity provider.
+KIND_ENTRIES: dict[str, Callable[[NodeOP, SimpleSamlIdp], dict[str, Any]]] = {
+    "oidc": lambda op, idp: _oidc_entry(op),
+    "oauth": lambda op, idp: _oauth_entry(op),
+    "preset": lambda op, idp: _preset_entry(op),
+    "email": lambda op, idp: {"id": "mail", "type": "email", "name": "Mail"},
+    "credentials": lambda op, idp: {"id": "password", "type": "credentials", "name": "Password"},
+    "saml": lambda op, idp: _saml_entry(idp),
 }
 
 
@@ -661,6 +677,8 @@ def ways_of(provider: Any) -> list[Way]:
         return [Way(provider.id, "e-mail link", "email"), Way(provider.id, "e-mail code", "email")]
     if provider.type == "credentials" and isinstance(provider, CredentialsProvider):
         return [Way(provider.id, "credentials", "pwd")]
+    if provider.type == "saml" and isinstance(provider, SamlProvider):
+        return [Way(provider.id, "saml", "fed")]
     return []
 
 
@@ -675,13 +693,17 @@ class Gate:
         user_factory: Callable[..., int],
         account_factory: Callable[..., int],
         session_factory: Callable[..., NewSession],
+        *,
+        idp: SimpleSamlIdp | None = None,
     ) -> None:
-        self.app, self.op, self.mailbox = app, op, mailbox
+        """``idp``: the SAML identity provider, for an app with a SAML provider."""
+        self.app, self.op, self.idp, self.mailbox = app, op, idp, mailbox
         self.user_factory, self.account_factory = user_factory, account_factory
         self.session_factory = session_factory
 
     def person(self, way: Way, n: int) -> Person:
-        email = f"way-{n}@example.com"
+        # The IdP's user "ann" has her own address, and her account the IdP's subject.
+        email = "ann@acme.example" if way.how == "saml" else f"way-{n}@example.com"
         now = datetime.now(UTC)
         user_id = self.user_factory(self.app, email=email, email_verified=now)
         if way.how in ("code flow", "device flow"):
@@ -692,6 +714,15 @@ class Gate:
                 provider=way.provider,
                 provider_account_id="alice",  # the OP account the sign-in picks
                 type=provider.type,
+            )
+        elif way.how == "saml":
+            assert self.idp is not None
+            self.account_factory(
+                self.app,
+                user_id,
+                provider=way.provider,
+                provider_account_id=f"{self.idp.entity_id} ann",
+                type="saml",
             )
         elif way.how == "credentials":
             self.account_factory(
@@ -709,6 +740,15 @@ class Gate:
             return Browser(client).sign_in(way.provider, callback_url=callback, login_hint="alice")
         if way.how == "device flow":
             return self.device(way.provider, client, callback)
+        if way.how == "saml":
+            assert self.idp is not None
+            form = {"csrfToken": csrf(client), "callbackUrl": callback}
+            started = client.post(f"/auth/signin/{way.provider}", data=form)
+            assert started.status_code == 302, started.status_code
+            posted = self.idp.login(started.headers["Location"], "ann")
+            return client.post(
+                f"/auth/callback/{way.provider}", data={"SAMLResponse": posted.saml_response}
+            )
         if way.how in ("e-mail link", "e-mail code"):
             actions = EmailActions(client, way.provider)
             assert actions.request_link(person.email, callbackUrl=callback).status_code == 302
@@ -765,7 +805,9 @@ class Gate:
         assert client.get_cookie(PENDING_COOKIE) is None
 
 
-def _every_kind_app(op: NodeOP, make_oauth_app: Callable[..., Flask], mailbox: Mailbox) -> Flask:
+def _every_kind_app(
+    op: NodeOP, idp: SimpleSamlIdp, make_oauth_app: Callable[..., Flask], mailbox: Mailbox
+) -> Flask:
     unknown = sorted(set(KINDS) - set(KIND_ENTRIES) - {PASSKEY_TYPE})
     assert not unknown, (
         f"provider kind(s) {unknown} have no entry here: add one (and a way to drive its "
@@ -779,11 +821,13 @@ def _every_kind_app(op: NodeOP, make_oauth_app: Callable[..., Flask], mailbox: M
             return None
         return UserInfo(email=form["email"], subject=form["email"])
 
-    entries = [make(op) for kind, make in KIND_ENTRIES.items() if kind in KINDS]
+    entries = [make(op, idp) for kind, make in KIND_ENTRIES.items() if kind in KINDS]
     return make_oauth_app(entries, EMAIL_SERVER=mailbox.url(), EMAIL_TIMEOUT="5", hooks=hooks)
 
 
-def _built_in_app(op: NodeOP, make_oauth_app: Callable[..., Flask], mailbox: Mailbox) -> Flask:
+def _built_in_app(
+    op: NodeOP, idp: SimpleSamlIdp, make_oauth_app: Callable[..., Flask], mailbox: Mailbox
+) -> Flask:
     # No e-mail or credentials provider configured: EMAIL_SERVER brings the built-in
     # e-mail provider, development the demo credentials; op-device signs in by device flow.
     entries = [op.provider_config("op-device", name="Acme TV", device_flow=True)]
@@ -796,7 +840,7 @@ def _built_in_app(op: NodeOP, make_oauth_app: Callable[..., Flask], mailbox: Mai
 @pytest.mark.parametrize(
     ("build", "expected"),
     [
-        (_every_kind_app, {"op-basic", "op-post", "sf-keycloak", "mail", "password"}),
+        (_every_kind_app, {"op-basic", "op-post", "sf-keycloak", "mail", "password", SAML_ID}),
         (_built_in_app, {"op-device", "email", "demo"}),
     ],
     ids=["every-kind", "built-in"],
@@ -805,13 +849,14 @@ def test_every_provider_of_the_app_goes_through_the_gate(
     build: Callable[..., Flask],
     expected: set[str],
     node_op: NodeOP,
+    simplesamlphp: SimpleSamlIdp,
     make_oauth_app: Callable[..., Flask],
     mailbox: Mailbox,
     user_factory: Callable[..., int],
     account_factory: Callable[..., int],
     session_factory: Callable[..., NewSession],
 ) -> None:
-    app = build(node_op, make_oauth_app, mailbox)
+    app = build(node_op, simplesamlphp, make_oauth_app, mailbox)
     built = app.extensions["webapp.providers"]
     ways: list[Way] = []
     for provider in built.values():
@@ -828,7 +873,9 @@ def test_every_provider_of_the_app_goes_through_the_gate(
         ways += found
     driven = {w.provider for w in ways}
     assert driven == expected, driven
-    gate = Gate(app, node_op, mailbox, user_factory, account_factory, session_factory)
+    gate = Gate(
+        app, node_op, mailbox, user_factory, account_factory, session_factory, idp=simplesamlphp
+    )
     for n, way in enumerate(ways):
         gate.check(way, n)
 

@@ -45,6 +45,7 @@ from webapp.storage.models import (
     DeviceRequest,
     Session,
     SpentChallenge,
+    SpentSamlAssertion,
     UsedLogoutToken,
     User,
     VerificationToken,
@@ -84,14 +85,17 @@ auth_cli = click.version_option(
 @click.option("--batch-size", default=5000, show_default=True, help="Rows deleted per transaction.")
 def cleanup(batch_size: int) -> None:
     """Delete expired sessions, verification tokens, device sign-ins, remembered logout
-    tokens and passkey challenges, finished rate-limit windows, and audit events older
-    than AUDIT_RETENTION."""
+    tokens, passkey challenges and SAML assertions, finished rate-limit windows, and audit
+    events older than AUDIT_RETENTION."""
     sessions = delete_expired(batch_size=batch_size)
     now = utcnow()
     tokens = execute_counting(delete(VerificationToken).where(VerificationToken.expires <= now))
     devices = execute_counting(delete(DeviceRequest).where(DeviceRequest.expires <= now))
     logouts = execute_counting(delete(UsedLogoutToken).where(UsedLogoutToken.expires <= now))
     challenges = execute_counting(delete(SpentChallenge).where(SpentChallenge.expires <= now))
+    assertions = execute_counting(
+        delete(SpentSamlAssertion).where(SpentSamlAssertion.expires <= now)
+    )
     transactions.commit()
     counters = throttles.delete_finished_windows()
     retention = current_settings().audit_retention
@@ -101,6 +105,7 @@ def cleanup(batch_size: int) -> None:
     click.echo(f"deleted {devices} expired device sign-in(s)")
     click.echo(f"deleted {logouts} remembered logout token(s)")
     click.echo(f"deleted {challenges} spent passkey challenge(s)")
+    click.echo(f"deleted {assertions} remembered SAML assertion(s)")
     click.echo(f"deleted {counters} finished rate-limit window(s)")
     click.echo(f"deleted {events} audit event(s) older than {retention.days} days")
 

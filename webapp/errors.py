@@ -279,6 +279,37 @@ CODES: dict[str, Code] = {
         N_("This action needs you to confirm it first."),
         N_("Type the confirmation asked for."),
     ),
+    "InvalidEmail": Code(
+        ACCOUNT,
+        400,
+        N_("Check the e-mail address"),
+        N_("That is not an e-mail address we can send a message to."),
+        N_("Type the whole address, like ann@example.com."),
+    ),
+    "EmailNotSent": Code(
+        ACCOUNT,
+        503,
+        N_("The e-mail was not sent"),
+        N_("We could not send the message just now. Nothing was changed."),
+        N_("Try again in a few minutes."),
+    ),
+    "EmailChangeLink": Code(
+        ACCOUNT,
+        400,
+        N_("This link no longer works"),
+        N_(
+            "The link has expired, was already used or replaced by a newer one, or is not for "
+            "the account you are signed in to."
+        ),
+        N_("Ask for a new link on your account page."),
+    ),
+    "EmailInUse": Code(
+        ACCOUNT,
+        409,
+        N_("This e-mail address is already in use"),
+        N_("Another account has this e-mail address, so it cannot become yours as well."),
+        N_("Sign in to that account and change its address or delete it first."),
+    ),
 }
 
 #: Codes shown on the sign-in page, so the person can retry in place.
@@ -329,6 +360,6 @@ class AuthError(CodedError):
 class AccountError(CodedError):
     """An account action was refused; ``message`` is for the person, precise to the case."""
 
-    def __init__(self, code: str, message: str | None = None) -> None:
-        super().__init__(code, message)
+    def __init__(self, code: str, message: str | None = None, *, keep: bool = False) -> None:
+        super().__init__(code, message, keep=keep)
         self.message = message or gettext(code_for(code).message)

@@ -164,12 +164,12 @@ def test_main_flows_without_javascript(new_page, live_server):
     page.wait_for_url(f"{live_server.url}/")
     expect(page.get_by_text("You are not signed in.")).to_be_visible()
 
-    # E-mail sign-in as a plain form: the "Check your email" page.
+    # E-mail sign-in as a plain form: the "Check your e-mail" page.
     page.goto("/auth/signin")
     page.get_by_label("E-mail address").fill("jo@example.com")
-    page.get_by_role("button", name="Sign in with Email").click()
+    page.get_by_role("button", name="Sign in with E-mail").click()
     page.wait_for_url("**/auth/verify-request*")
-    expect(page.get_by_role("heading", name="Check your email")).to_be_visible()
+    expect(page.get_by_role("heading", name="Check your e-mail")).to_be_visible()
 
 
 def test_link_another_provider_through_the_openid_provider(new_page, live_server):

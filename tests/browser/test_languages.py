@@ -197,7 +197,7 @@ def test_the_language_follows_the_choice_over_the_browser_s(new_page, live_serve
     expect(island).to_be_visible()
     expect(island.get_by_label("E-Mail-Adresse")).to_be_visible()
     expect(
-        island.get_by_role("button", name="Mit Demo account (development only) anmelden")
+        island.get_by_role("button", name="Mit Demokonto (nur Entwicklung) anmelden")
     ).to_be_visible()
     expect(page.locator("footer a[aria-current=true]")).to_have_text("Deutsch")
 

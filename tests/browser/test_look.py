@@ -34,7 +34,7 @@ def _email_link(page, live_server, address: str) -> str:
     page.goto("/auth/signin")
     page.get_by_label("E-mail address").fill(address)
     page.get_by_label("E-mail address").press("Enter")
-    expect(page.get_by_role("heading", name="Check your email")).to_be_visible()
+    expect(page.get_by_role("heading", name="Check your e-mail")).to_be_visible()
     message = live_server.inbox.last_to(address)
     return LINK_RE.search(message.get_body(preferencelist=("plain",)).get_content())[0]
 

@@ -1,10 +1,11 @@
 """Rough edges people met on the pages (issue "The learner's path and the person's",
-section 2), each in headless Chromium: removals that confirm first and leave no stale
-section, recovery codes to copy, download and print, what two-step verification says
-about passkeys, a confirmation by e-mail that names what it confirms, "last used" only
-after a sign-in that worked, tries left and the field's state after a wrong code, the
+section 2, and issue 45), each in headless Chromium: removals that confirm first and leave
+no stale section, recovery codes to copy, download and print, what two-step verification
+says about passkeys, a confirmation by e-mail that names what it confirms, "last used"
+only after a sign-in that worked, tries left and the field's state after a wrong code, the
 pages' primary buttons and language footers, the authenticator key at a phone's width,
-and the demo's sign-in as the secondary one.
+the demo's sign-in as the secondary one, one spelling of e-mail, the built-in providers'
+names in the page's language, and turning off two-step verification that confirms first.
 """
 
 from __future__ import annotations
@@ -208,7 +209,7 @@ def test_confirming_by_e_mail_before_deleting_names_the_deletion(new_page, live_
     page.get_by_role("button", name=f"Send a sign-in code to {email}").click()
     page.wait_for_url("**/auth/verify-request*")
     expect(page.get_by_role("heading", level=1)).to_have_text(
-        "Check your email to confirm deleting your account"
+        "Check your e-mail to confirm deleting your account"
     )
     expect(page.locator("#card")).not_to_contain_text("A sign-in link has been sent")
     message = live_server.inbox.last_to(email)
@@ -369,9 +370,132 @@ def test_the_demo_sign_in_is_secondary_to_the_e_mail_one(new_page, live_server, 
     page.goto("/auth/signin")
     if javascript:
         expect(page.locator("[data-island=chooser]")).to_be_visible()
-    email = page.get_by_role("button", name="Sign in with Email")
+    email = page.get_by_role("button", name="Sign in with E-mail")
     demo = page.get_by_role("button", name="Sign in with Demo account")
     background = "el => getComputedStyle(el).backgroundColor"
     assert email.evaluate(background) != demo.evaluate(background)
     expect(demo).to_have_class(re.compile(r"\bbutton--secondary\b"))
     expect(email).not_to_have_class(re.compile(r"\bbutton--secondary\b"))
+
+
+# -- 9. One spelling of e-mail ---------------------------------------------------------------
+
+#: "Email" or "email" as a word: neither is how the pages, or the e-mails, write it.
+EMAIL_AS_A_WORD = re.compile(r"\bemail\b", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("javascript", [True, False], ids=["js", "no-js"])
+def test_e_mail_is_spelled_one_way_in_english_and_in_german(new_page, live_server, javascript):
+    page = new_page(java_script_enabled=javascript)
+    page.goto("/auth/signin")
+    if javascript:
+        expect(page.locator("[data-island=chooser]")).to_be_visible()
+    body = page.locator("body")
+    expect(body).not_to_contain_text(EMAIL_AS_A_WORD)
+    page.get_by_label("E-mail address").fill("nu@example.com")
+    page.get_by_role("button", name="Sign in with E-mail").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Check your e-mail")
+    expect(body).not_to_contain_text(EMAIL_AS_A_WORD)
+    text = live_server.inbox.last_to("nu@example.com").get_body(("plain",)).get_content()
+    assert not EMAIL_AS_A_WORD.search(re.sub(r"https?://\S+", "", text)), text
+
+    page.get_by_role("navigation", name="Language").get_by_role("link", name="Deutsch").click()
+    expect(page.locator("html")).to_have_attribute("lang", "de")
+    page.goto("/auth/signin")
+    if javascript:
+        expect(page.locator("[data-island=chooser]")).to_be_visible()
+    expect(page.get_by_role("button", name="Mit E-Mail anmelden")).to_be_visible()
+    expect(body).not_to_contain_text(EMAIL_AS_A_WORD)
+
+
+# -- 10. The built-in providers' names, in the page's language -------------------------------
+
+
+def test_built_in_providers_are_named_in_the_page_s_language(new_page, live_server):
+    email = "omi@example.com"
+    page = new_page()
+    demo_signin(page, email)
+    _add_passkey(live_server, email, "Phone")
+    page.goto("/account")
+    page.get_by_role("navigation", name="Language").get_by_role("link", name="Deutsch").click()
+    expect(page.locator("html")).to_have_attribute("lang", "de")
+
+    # The account page's ways in, and the question before removing one.
+    accounts = page.locator("#accounts")
+    expect(accounts.locator("strong").first).to_have_text("Demokonto (nur Entwicklung)")
+    accounts.get_by_role("button", name="Entfernen Demokonto (nur Entwicklung)").click()
+    expect(accounts.get_by_text("Demokonto (nur Entwicklung) entfernen?")).to_be_focused()
+    accounts.get_by_role("link", name="Abbrechen").click()
+
+    # The chooser island, whose names come from the page, not from GET providers.
+    page.goto("/auth/signin")
+    island = page.locator("[data-island=chooser]")
+    expect(island).to_be_visible()
+    expect(island.get_by_role("button", name="Mit E-Mail anmelden")).to_be_visible()
+    expect(
+        island.get_by_role("button", name="Mit Demokonto (nur Entwicklung) anmelden")
+    ).to_be_visible()
+    expect(island).not_to_contain_text("Demo account")
+
+    # The error page's island: the provider of the last sign-in that worked.
+    page.goto("/auth/error?error=AccessDenied")
+    expect(page.locator("#error-page")).to_contain_text(
+        "Zuletzt haben Sie sich hier mit Demokonto (nur Entwicklung) angemeldet."
+    )
+
+
+# -- 11. Turning off two-step verification asks first ---------------------------------------
+
+
+def test_turning_off_two_step_verification_confirms_in_place(new_page, live_server):
+    page = new_page()
+    demo_signin(page, "eta@example.com")
+    _verify_address(live_server, "eta@example.com")  # e-mail sign-in among the ways in
+    set_up_app(page, javascript=True)
+    page.goto("/account")
+    expect(page.locator("#accounts")).not_to_contain_text("makes a link alone not enough")
+    section = page.locator("#two-factor")
+
+    # "Turn off" asks first, in place: nothing changes yet, and "Cancel" closes it.
+    section.get_by_role("button", name="Turn off").click()
+    question = section.get_by_text("Turn off two-step verification?")
+    expect(question).to_be_focused()
+    expect(section).to_contain_text("your recovery codes will stop working")
+    assert page.url.endswith("/account")
+    section.get_by_role("link", name="Cancel").click()
+    expect(question).to_have_count(0)
+    expect(section.get_by_role("button", name="Turn off")).to_be_focused()
+    expect(section).to_contain_text("Recovery codes left: 10 of 10.")
+
+    section.get_by_role("button", name="Turn off").click()
+    section.get_by_role("button", name="Yes, turn off two-step verification").click()
+    expect(section.get_by_role("status")).to_have_text(
+        "Two-step verification is off; your recovery codes no longer work."
+    )
+    expect(section.get_by_role("link", name="Set up an authenticator app")).to_be_visible()
+    # The ways in, which say what two-step verification adds, are re-rendered too.
+    expect(page.locator("#accounts")).to_contain_text("makes a link alone not enough")
+    assert axe_violations(page) == []
+
+
+def test_turning_off_without_javascript_goes_through_a_confirmation_page(new_page, live_server):
+    page = new_page(java_script_enabled=False)
+    demo_signin(page, "theta@example.com", javascript=False)
+    set_up_app(page, javascript=False)
+    page.goto("/account")
+    turn_off = page.locator("#two-factor").get_by_role("button", name="Turn off")
+    turn_off.click()
+    page.wait_for_url("**/account/two-factor/off*")
+    expect(page.get_by_role("heading", name="Turn off two-step verification?")).to_be_visible()
+    page.get_by_role("link", name="Cancel").click()
+    page.wait_for_url("**/account#two-factor")
+
+    turn_off.click()
+    page.get_by_role("button", name="Yes, turn off two-step verification").click()
+    page.wait_for_url("**/account#two-factor")
+    expect(page.locator("#two-factor [role=status]")).to_have_text(
+        "Two-step verification is off; your recovery codes no longer work."
+    )
+    # Off already: there is nothing to ask about.
+    page.goto("/account/two-factor/off")
+    page.wait_for_url("**/account#two-factor")

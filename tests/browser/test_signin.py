@@ -76,8 +76,8 @@ def test_email_sign_in_end_to_end(new_page, live_server):
 
     field.fill("erin@example.com")
     field.press("Enter")
-    # htmx swaps "Check your email" into the card; the address bar does not change.
-    expect(page.get_by_role("heading", name="Check your email")).to_be_focused()
+    # htmx swaps "Check your e-mail" into the card; the address bar does not change.
+    expect(page.get_by_role("heading", name="Check your e-mail")).to_be_focused()
     assert page.url == f"{live_server.url}/auth/signin"
 
     message = live_server.inbox.last_to("erin@example.com")

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ..support.config import IN_CI
+from ..support.config import running
 from .dot_provider import DotProvider
 from .glewlwyd_provider import Glewlwyd, GlewlwydMissing
 
@@ -30,14 +30,5 @@ def glewlwyd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Glewlwyd]:
     SQLite database and a signing key made for this test session, configured through its
     admin API. Not installed: its tests are skipped, except under CI=true, where that is a
     failure."""
-    try:
-        provider = Glewlwyd(tmp_path_factory.mktemp("glewlwyd"))
-    except GlewlwydMissing as exc:
-        if IN_CI:
-            pytest.fail(f"{exc} (CI=true: a missing service is a failure)", pytrace=False)
-        pytest.skip(str(exc))
-    provider.start()
-    try:
-        yield provider
-    finally:
-        provider.stop()
+    folder = tmp_path_factory.mktemp("glewlwyd")
+    yield from running(lambda: Glewlwyd(folder), GlewlwydMissing)

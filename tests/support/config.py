@@ -5,10 +5,43 @@ settings (for tests that raise or lower them all), and whether the suite runs un
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, NoReturn, Protocol, TypeVar
+
+import pytest
 
 TEST_SECRET = "test-secret-" + "x" * 40
 IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def missing_service(message: str) -> NoReturn:
+    """Skip the calling test for a service that is not here; fail it under CI=true."""
+    if IN_CI:
+        pytest.fail(message + " (CI=true: a missing service is a failure)", pytrace=False)
+    pytest.skip(message)
+
+
+class Service(Protocol):
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+
+
+S = TypeVar("S", bound=Service)
+
+
+def running(make: Callable[[], S], missing: type[Exception]) -> Iterator[S]:
+    """A session fixture's body: make the service (``missing`` raised: ``missing_service``),
+    start it, yield it, stop it."""
+    try:
+        service = make()
+    except missing as exc:
+        missing_service(str(exc))
+    service.start()
+    try:
+        yield service
+    finally:
+        service.stop()
+
 
 #: The sign-in throttles' settings: credentials, e-mail requests, second-factor codes.
 SIGNIN_THROTTLES = (

@@ -14,13 +14,12 @@ import re
 import uuid
 from collections.abc import Iterator
 
-import pytest
 import sqlalchemy as sa
 
 from webapp import MIGRATIONS_DIR, create_app
 from webapp.storage.db import db
 
-from .config import IN_CI, base_config
+from .config import base_config, missing_service
 
 PG_ADMIN_URL = os.environ.get(
     "TEST_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -46,10 +45,7 @@ def require_postgres() -> None:
     """Skip the calling test when PostgreSQL is unreachable; fail it under CI=true."""
     if postgres_available():
         return
-    message = f"PostgreSQL is not reachable at {PG_ADMIN_URL}"
-    if IN_CI:
-        pytest.fail(message + " (CI=true: a missing service is a failure)", pytrace=False)
-    pytest.skip(message)
+    missing_service(f"PostgreSQL is not reachable at {PG_ADMIN_URL}")
 
 
 def create_pg_database(prefix: str = "webapp_test") -> str:

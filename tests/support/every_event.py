@@ -26,7 +26,7 @@ from webapp.storage.models import Session
 
 from .audit import PASSWORDS, WRONG_PASSWORD, csrf_post, sign_in
 from .config import TEST_SECRET
-from .mail import CODE_RE, EmailActions, Mailbox, link_of
+from .mail import CODE_RE, EmailActions, Mailbox, link_of, text_of
 from .oauth import Browser, FakeIdP, FakeRequest, fake_idp
 from .passkey_ceremonies import Passkeys
 from .second_factor import (
@@ -241,6 +241,12 @@ def drive_every_event(
             submit_second_factor(pending, "000000")
         assert csrf_post(ann, "/account/two-factor/off").status_code == 303
 
+        # The address changed: a link sent to the new address, followed.
+        assert csrf_post(ann, "/account/email", email="ann.new@example.org").status_code == 303
+        change = re.search(r"/account/email/confirm\?token=(\S+)", text_of(mailbox.last()))
+        assert change
+        found.add_keyed("the change of address's token", "email-change-token", change[1])
+        assert csrf_post(ann, "/account/email/confirm", token=change[1]).status_code == 303
         # Unlinked (its tokens revoked at the provider), deleted; a session extended, expired.
         with app.app_context():
             fake_account = db.session.scalar(

@@ -34,7 +34,10 @@ async function mount() {
     ? (form) => window.htmx.ajax("POST", form.action, { source: form, target: "#card", select: "#card", swap: "outerHTML" })
     : undefined;
   // Keep the server's order (configuration order); a JSON object's keys arrive sorted.
-  const ordered = Object.values(providers).sort((a, b) => rank(page, a) - rank(page, b));
+  // The names are the page's: in its language, where the JSON's are in English.
+  const ordered = Object.values(providers)
+    .map((p) => ({ ...p, name: page.names[p.id] ?? p.name }))
+    .sort((a, b) => rank(page, a) - rank(page, b));
   // Someone may have started typing into the server's forms while the JSON was on its way:
   // carry their input and focus over (the island's fields have the same ids).
   const fields = [...container.querySelectorAll("input[id]:not([type=hidden])")];

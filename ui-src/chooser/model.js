@@ -4,7 +4,7 @@
 export const FILTER_THRESHOLD = 5;
 
 /** Types that sign in with one button (a redirect to the identity provider). */
-export const REDIRECT_TYPES = new Set(["oidc", "oauth"]);
+export const REDIRECT_TYPES = new Set(["oidc", "oauth", "saml"]);
 
 /** The passkey provider's type: a button of its own, never a form. */
 export const PASSKEY_TYPE = "webauthn";

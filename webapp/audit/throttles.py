@@ -171,9 +171,11 @@ def admit_signin(
     identifier: str,
     address: str | None,
     refused: Callable[[Refusal], object] | None = None,
+    with_request: bool = False,
 ) -> Counted | None:
     """Count one sign-in attempt (``scope``: "credentials" or "email") for ``identifier``
-    from ``address``; None when a limit is reached (see ``admit`` and ``_signin_checks``)."""
+    from ``address``; None when a limit is reached (see ``admit`` and ``_signin_checks``).
+    ``with_request``: as for ``admit``, for a request that has written already."""
     conf = current_settings()
     limits = {
         "credentials": (
@@ -183,7 +185,8 @@ def admit_signin(
         ),
         "email": (conf.email_ip_limit, conf.email_address_ip_limit, conf.email_address_limit),
     }[scope]
-    return admit(_signin_checks(scope, identifier, address, *limits), refused=refused)
+    checks = _signin_checks(scope, identifier, address, *limits)
+    return admit(checks, refused=refused, with_request=with_request)
 
 
 def _signin_checks(

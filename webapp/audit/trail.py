@@ -77,6 +77,12 @@ class Event(StrEnum):
     EMAIL_REQUESTED = "email.requested"
     EMAIL_CONFIRMED = "email.confirmed"
     EMAIL_REFUSED = "email.refused"
+    #: A signed-in person asked to change their address: a link went to the new one (which
+    #: the row never names); ``detail.again``: the link of a pending change sent anew.
+    EMAIL_CHANGE_REQUESTED = "email.change_requested"
+    #: The link was followed and the address replaced; a failure: a link refused
+    #: (``EmailChangeLink``) or an address another user has (``EmailInUse``).
+    EMAIL_CHANGED = "email.changed"
     #: A wrong one-time code (e-mail) or second-factor code.
     CODE_FAILED = "code.failed"
     #: Too many wrong codes: the e-mail request burnt, or second-factor codes paused.

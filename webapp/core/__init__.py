@@ -2,4 +2,5 @@
 application's hooks and signals (``hooks``), keyed hashes (``keyed_hashes``), values sealed
 at rest (``sealing``), JSON from outside (``jsonsafe``), which answers are never cached
 (``cache_headers``), absolute URLs from AUTH_URL (``urls``), safe redirects
-(``redirects``), the host check (``hosts``) and the trusted proxies (``proxies``)."""
+(``redirects``), the host check (``hosts``), the trusted proxies (``proxies``) and the names
+people type (``names``)."""

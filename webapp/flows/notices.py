@@ -1,5 +1,6 @@
 """Security notices by e-mail: a sign-in from a new device, a sign-in method added or
-removed, other sessions signed out, the account deleted (docs/trail.md).
+removed, the address changed (told at the old one), other sessions signed out, the account
+deleted (docs/trail.md).
 
 Each notice has its own switch (``AUTH_NOTICE_*``), goes only to a verified address (an
 unverified one may be anyone's, docs/security.md) and is sent through the mailer once what
@@ -79,6 +80,14 @@ def others_signed_out(user_id: int, *, count: int) -> None:
     """Tell the user that "sign out everywhere else" ended ``count`` other sessions."""
     if current_settings().notice_other_sessions and count:
         _queue(_verified_address(user_id), "notice_other_sessions", count=count)
+
+
+def address_changed(user: User) -> None:
+    """Tell the address ``user`` has now (if verified) that it is being replaced; call it
+    before the new one is written. The new address is not named: whoever changed it chose
+    it, and a notice carries no text a stranger wrote."""
+    if current_settings().notice_methods and user.email_verified is not None:
+        _queue(user.email, "notice_address_changed")
 
 
 def account_deleted(user: User) -> None:

@@ -11,7 +11,6 @@ IP address as RP ID, so on such a host passkeys are not offered at all
 
 from __future__ import annotations
 
-import unicodedata
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -96,15 +95,6 @@ def user_handle(user_id: int) -> bytes:
     """The opaque id an authenticator files a user's passkeys under (16 bytes, keyed, so
     it reveals neither the user id nor how many users there are)."""
     return keyed_digest("passkey-user-handle", str(user_id))[:16]
-
-
-def clean_name(raw: str) -> str | None:
-    """Return a passkey name as the person meant it (trimmed, NFC); None when it is empty,
-    longer than 64 characters or holds control characters."""
-    name = unicodedata.normalize("NFC", raw.strip())
-    if not name or len(name) > NAME_MAX or not name.isprintable():
-        return None
-    return name
 
 
 def counter_went_back(stored: int, new: int) -> bool:

@@ -17,7 +17,7 @@ from flask import current_app
 
 from webapp.core import urls
 from webapp.oauth.client import OAuthClient
-from webapp.providers import credentials, email, oauth, passkey
+from webapp.providers import credentials, email, oauth, passkey, saml
 from webapp.providers.base import Provider
 from webapp.settings import ConfigError, Settings
 
@@ -30,6 +30,7 @@ KINDS: dict[str, Builder] = {
     "preset": oauth.build,
     "email": email.build,
     "credentials": credentials.build,
+    "saml": saml.build,
 }
 
 

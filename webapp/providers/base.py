@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from webapp.core import urls
+from webapp.i18n import gettext
 from webapp.settings import ConfigError
 from webapp.settings.parsers import nearest
 
@@ -28,6 +29,12 @@ def refuse_unknown_fields(entry: Mapping[str, Any], fields: Iterable[str]) -> No
             )
 
 
+def configured_name(entry: Mapping[str, Any]) -> str | None:
+    """The ``name`` of a provider's table, or None when it gives none."""
+    name = entry.get("name")
+    return None if name is None else str(name)
+
+
 class Provider:
     """A way to sign in, as configured."""
 
@@ -37,15 +44,28 @@ class Provider:
     #: from an identity provider, which are cross-site by design and checked by state).
     callback_needs_csrf: bool = True
 
-    def __init__(self, *, id: str, name: str) -> None:
+    def __init__(self, *, id: str, name: str | None, default_name: str = "") -> None:
         self.id = id
-        self.name = name
+        #: The ``name`` its table gives (shown as written), or None for ``default_name``.
+        self.configured_name = name
+        #: The name the application gives it when its table names none: English, marked
+        #: for the catalogue (``N_``), and translated where it is shown.
+        self.default_name = default_name
+
+    @property
+    def name(self) -> str:
+        """The name people read: the configured one, else the default name in the language
+        of the request that shows it (a provider is built once, at start-up, for them all)."""
+        if self.configured_name is None:
+            return gettext(self.default_name)
+        return self.configured_name
 
     def public_json(self) -> dict[str, str]:
-        """Return this provider's entry in ``GET providers``."""
+        """Return this provider's entry in ``GET providers``: the name in English, the same
+        for every request (Auth.js clients read it; the pages take ``name``)."""
         return {
             "id": self.id,
-            "name": self.name,
+            "name": self.default_name if self.configured_name is None else self.configured_name,
             "type": self.type,
             "signinUrl": urls.auth_url(f"signin/{self.id}"),
             "callbackUrl": urls.auth_url(f"callback/{self.id}"),

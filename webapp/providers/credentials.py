@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webapp.i18n import N_, gettext
-from webapp.providers.base import Provider, refuse_unknown_fields
+from webapp.providers.base import Provider, configured_name, refuse_unknown_fields
 from webapp.settings import ConfigError, Settings
 
 #: The demo hook's only password. The demo exists in development only (settings refuse it
@@ -42,16 +42,22 @@ DEFAULT_FIELDS = (
 class CredentialsProvider(Provider):
     type = "credentials"
 
-    def __init__(self, *, id: str, name: str, fields: tuple[Field, ...], demo: bool = False):
-        super().__init__(id=id, name=name)
+    def __init__(
+        self,
+        *,
+        id: str,
+        name: str | None,
+        fields: tuple[Field, ...],
+        demo: bool = False,
+    ):
+        default = N_("Demo account (development only)") if demo else N_("Credentials")
+        super().__init__(id=id, name=name, default_name=default)
         self.fields = fields
         self.demo = demo
 
 
 def demo_provider() -> CredentialsProvider:
-    return CredentialsProvider(
-        id="demo", name="Demo account (development only)", fields=DEFAULT_FIELDS, demo=True
-    )
+    return CredentialsProvider(id="demo", name=None, fields=DEFAULT_FIELDS, demo=True)
 
 
 def build(entry: Mapping[str, Any], conf: Settings) -> Provider:
@@ -70,6 +76,4 @@ def build(entry: Mapping[str, Any], conf: Settings) -> Provider:
             raise ConfigError(
                 f"provider {entry['id']!r}: each field needs a name (and optional label, type)"
             ) from None
-    return CredentialsProvider(
-        id=entry["id"], name=str(entry.get("name", "Credentials")), fields=fields
-    )
+    return CredentialsProvider(id=entry["id"], name=configured_name(entry), fields=fields)

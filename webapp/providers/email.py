@@ -7,16 +7,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from webapp.i18n import N_
 from webapp.mail.delivery import Mailer, mailer_from_settings
-from webapp.providers.base import Provider, refuse_unknown_fields
+from webapp.providers.base import Provider, configured_name, refuse_unknown_fields
 from webapp.settings import ConfigError, Settings
 
 
 class EmailProvider(Provider):
     type = "email"
 
-    def __init__(self, *, id: str, name: str, mailer: Mailer) -> None:
-        super().__init__(id=id, name=name)
+    def __init__(self, *, id: str, name: str | None, mailer: Mailer) -> None:
+        super().__init__(id=id, name=name, default_name=N_("E-mail"))
         self.mailer = mailer
 
 
@@ -24,7 +25,7 @@ def default_provider(conf: Settings, *, own_mail_transport: bool) -> EmailProvid
     """The provider EMAIL_SERVER, the application's own mail transport (``own_mail_transport``)
     or a fresh development set-up enables on its own."""
     mailer = mailer_from_settings(conf, own_mail_transport=own_mail_transport)
-    return EmailProvider(id="email", name="Email", mailer=mailer)
+    return EmailProvider(id="email", name=None, mailer=mailer)
 
 
 def build(
@@ -37,4 +38,4 @@ def build(
         mailer = mailer_from_settings(conf, own_mail_transport=own_mail_transport)
     except ConfigError as exc:
         raise ConfigError(f"provider {entry['id']!r}: {exc}") from None
-    return EmailProvider(id=entry["id"], name=str(entry.get("name", "Email")), mailer=mailer)
+    return EmailProvider(id=entry["id"], name=configured_name(entry), mailer=mailer)

@@ -8,6 +8,7 @@ checks and what follows are ``webapp.flows.signin.passkey``.
 
 from __future__ import annotations
 
+from webapp.i18n import N_
 from webapp.providers.base import Provider
 
 #: The passkey provider's id, and the ``provider`` of its accounts and audit events.
@@ -20,4 +21,4 @@ class PasskeyProvider(Provider):
 
 def default_provider() -> PasskeyProvider:
     """The provider AUTH_PASSKEYS turns on."""
-    return PasskeyProvider(id=PROVIDER_ID, name="Passkey")
+    return PasskeyProvider(id=PROVIDER_ID, name=None, default_name=N_("Passkey"))

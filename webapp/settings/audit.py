@@ -44,7 +44,8 @@ SETTINGS = declare(
     Setting(
         "AUTH_NOTICE_METHODS",
         "notice_methods",
-        "Tell the person of a sign-in method (provider, password, passkey) added or removed.",
+        "Tell the person of a sign-in method (provider, password, passkey) added or removed, "
+        "and of their e-mail address changed (at the old one).",
         default=_WHERE_MAIL_GOES,
     ),
     Setting(

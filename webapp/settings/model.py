@@ -221,7 +221,8 @@ class Settings:
     #: Security notices by e-mail, each on its own switch; on by default wherever mail can
     #: be delivered (EMAIL_SERVER, or the development outbox). A sign-in from a new device:
     notice_new_device: bool = True
-    #: A sign-in method (provider, password, passkey) added to or removed from the account:
+    #: A sign-in method (provider, password, passkey) added to or removed from the account,
+    #: or the e-mail address changed (to the old address):
     notice_methods: bool = True
     #: "Sign out everywhere else" ended other sessions:
     notice_other_sessions: bool = True

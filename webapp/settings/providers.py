@@ -221,7 +221,9 @@ def _check_ids_and_types(provider_configs: tuple[Mapping[str, Any], ...]) -> Non
             raise ConfigError(f"{where}: duplicate id")
         seen.add(pid)
         if not isinstance(provider.get("type"), str):
-            raise ConfigError(f"{where}: type is required (oidc, oauth, email or credentials)")
+            raise ConfigError(
+                f"{where}: type is required (oidc, oauth, email, credentials or saml)"
+            )
 
 
 def _secret_from_env(provider: dict[str, Any], env_vars: Mapping[str, Any]) -> dict[str, Any]:

@@ -356,6 +356,25 @@ class UsedLogoutToken(db.Model):
     )
 
 
+class SpentSamlAssertion(db.Model):
+    """A SAML assertion already signed in with, kept until its bearer confirmation ends
+    (then it is refused by its time alone), so a replay is refused on every instance."""
+
+    __tablename__ = "spent_saml_assertions"
+    __table_args__ = (
+        Index("ix_spent_saml_assertions_expires", "expires"),
+        {"comment": "SAML assertions (provider, SHA-256 of the ID) accepted; replays are refused."},
+    )
+
+    provider: Mapped[str] = mapped_column(String(64), primary_key=True)
+    assertion_hash: Mapped[str] = mapped_column(
+        String(64), primary_key=True, comment="Hex SHA-256 of the assertion's ID"
+    )
+    expires: Mapped[datetime] = mapped_column(
+        UTCDateTime, nullable=False, comment="After this the assertion is refused by its age alone"
+    )
+
+
 class DeviceRequest(db.Model):
     """A device sign-in in progress (RFC 8628): the browser holds only a random handle.
 
@@ -393,15 +412,24 @@ class DeviceRequest(db.Model):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, nullable=False)
 
 
+#: What a DBA reads on ``verification_tokens`` (migration 0009 sets the same text).
+TOKENS_COMMENT = (
+    "Single-use e-mail sign-ins and changes of address; only keyed hashes "
+    "(HMAC-SHA-256, AUTH_SECRET)."
+)
+
+
 class VerificationToken(db.Model):
-    """A single-use e-mail sign-in (link and one-time code); only keyed hashes are stored."""
+    """A single-use e-mail link, only keyed hashes stored: a sign-in (link and one-time
+    code), or a signed-in user's change of address (``user_id``, one at a time each)."""
 
     __tablename__ = "verification_tokens"
     __table_args__ = (
         Index("ix_verification_tokens_identifier", "identifier"),
         Index("ix_verification_tokens_expires", "expires"),
         Index("ix_verification_tokens_browser_hash", "browser_hash"),
-        {"comment": "Single-use e-mail sign-ins; only keyed hashes (HMAC-SHA-256, AUTH_SECRET)."},
+        Index("uq_verification_tokens_user_id", "user_id", unique=True),
+        {"comment": TOKENS_COMMENT},
     )
 
     id: Mapped[int] = mapped_column(BigIntPK, primary_key=True)
@@ -426,6 +454,11 @@ class VerificationToken(db.Model):
     )
     callback_url: Mapped[str | None] = mapped_column(
         Text, comment="Where to go after sign-in (already checked to be on this site)"
+    )
+    user_id: Mapped[int | None] = mapped_column(
+        BigInteger,
+        ForeignKey("users.id", ondelete="CASCADE"),
+        comment="A change of address: the user whose address it replaces (NULL: a sign-in)",
     )
 
 

@@ -89,6 +89,16 @@ def discard() -> None:
     _run_queued()
 
 
+def settle_refusal(*, keep: bool) -> None:
+    """End a refused request's writes: committed when the refusal must keep them (``keep``:
+    a code burnt by its last wrong try, a throttle's count made in the request), else
+    discarded."""
+    if keep:
+        commit()
+    else:
+        discard()
+
+
 def commit() -> None:
     """Commit this request's writes, then run what was queued for after the commit."""
     _write_regardless()

@@ -4,7 +4,8 @@ Same flows as the pages. POSTs need the CSRF token in the ``X-CSRFToken`` header
 ``GET {base}/csrf``), like every POST here; a missing or wrong token is
 ``400 {"error": "MissingCSRF"}``. Signed out: ``401 {"error": "SessionRequired"}``.
 Refusals: ``{"error": code, "message": text}`` with 404 (not yours or gone), 409 (last
-sign-in method), 403 (recent sign-in needed) or 400 (confirmation missing).
+sign-in method), 403 (recent sign-in needed) or 400 (confirmation missing, a name refused).
+``POST /profile`` with ``{"name": text}`` sets the display name (``""`` clears it).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from flask import Blueprint, Response, jsonify, request
 
 from webapp.core.cache_headers import mark_personal
 from webapp.core.clock import iso_utc
-from webapp.flows.account import account_page, deletion, linked_accounts, sessions
+from webapp.flows.account import account_page, deletion, linked_accounts, profile, sessions
 from webapp.sessions.store import AuthSession
 from webapp.web.answers import session_required
 
@@ -65,6 +66,17 @@ def overview(session: AuthSession) -> Response:
             "recentlySignedIn": view.recently_signed_in,
         }
     )
+
+
+@bp.post("/profile")
+@session_required
+def set_profile(session: AuthSession) -> Response:
+    """``{"name": "<text>"}`` sets the display name; ``""`` clears it."""
+    body = request.get_json(silent=True)
+    name = body.get("name") if isinstance(body, dict) else None
+    if not isinstance(name, str):
+        raise profile.invalid_name()
+    return jsonify({"name": profile.set_name(user_id=session.user.id, name=name)})
 
 
 @bp.post("/accounts/<id:account_id>/unlink")

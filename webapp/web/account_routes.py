@@ -36,6 +36,7 @@ from webapp.flows.account import (
     deletion,
     linked_accounts,
     passkeys,
+    profile,
     recent_signin,
     sessions,
     two_factor,
@@ -64,6 +65,7 @@ bp.add_app_template_filter(breakable, "breakable")
 
 #: The template of each section an action can re-render.
 SECTIONS = {
+    "profile": "account/_profile.html",
     "accounts": "account/_accounts.html",
     "passkeys": "account/_passkeys.html",
     "two-factor": "account/_two_factor.html",
@@ -183,6 +185,98 @@ def _confirm_page(next_path: str, problem: str | None) -> str:
     )
 
 
+@bp.post("/account/profile/name")
+@browser_session_required
+def set_name() -> ResponseReturnValue:
+    def action() -> Done:
+        # One name, or none: a form that sends none or several is refused, never guessed.
+        sent = request.form.getlist("name")
+        if len(sent) != 1:
+            raise profile.invalid_name()
+        name = profile.set_name(user_id=current_user.id, name=sent[0])
+        if name is None:
+            return Done(gettext("Your name was removed."))
+        return Done(gettext("Your name is now “%(name)s”.", name=name))
+
+    return _respond("profile", action)
+
+
+@bp.post("/account/email")
+@browser_session_required
+def request_email_change() -> ResponseReturnValue:
+    def action() -> Done:
+        pending = profile.request_email_change(
+            user_id=current_user.id,
+            current=_session(),
+            email=request.form.get("email", ""),
+            client_address=request.remote_addr,
+        )
+        return Done(_link_sent(pending))
+
+    return _respond("profile", action, again=url_for("account.overview", _anchor="profile"))
+
+
+@bp.post("/account/email/resend")
+@browser_session_required
+def resend_email_change() -> ResponseReturnValue:
+    def action() -> Done:
+        pending = profile.resend_email_change(
+            user_id=current_user.id, client_address=request.remote_addr
+        )
+        return Done(_link_sent(pending))
+
+    return _respond("profile", action)
+
+
+def _link_sent(pending: profile.PendingChange) -> str:
+    return gettext(
+        "A link was sent to %(address)s. Your address changes when you open it, signed in "
+        "here; until then it stays as it is.",
+        address=pending.email,
+    )
+
+
+@bp.post("/account/email/cancel")
+@browser_session_required
+def cancel_email_change() -> ResponseReturnValue:
+    def action() -> Done:
+        address = profile.cancel_email_change(user_id=current_user.id)
+        return Done(
+            gettext(
+                "The change to %(address)s was cancelled; its link no longer works.",
+                address=address,
+            )
+        )
+
+    return _respond("profile", action)
+
+
+@bp.get("/account/email/confirm")
+@browser_session_required
+def email_change_page() -> ResponseReturnValue:
+    """What the link in the message opens: the change it makes, and one button. A GET
+    changes nothing (mail scanners open every link); a link that would not work goes back
+    to the profile, saying so."""
+    token = request.args.get("token", "")
+    try:
+        pending = profile.check_email_change(user_id=current_user.id, token=token)
+    except AccountError as exc:
+        return _refused(exc, "profile", again=None)
+    return render_template("account/email_confirm.html", pending=pending, token=token)
+
+
+@bp.post("/account/email/confirm")
+@browser_session_required
+def confirm_email_change() -> ResponseReturnValue:
+    def action() -> Done:
+        address = profile.confirm_email_change(
+            user_id=current_user.id, token=request.form.get("token", "")
+        )
+        return Done(gettext("Your e-mail address is now %(address)s.", address=address))
+
+    return _respond("profile", action)
+
+
 @bp.get("/account/link/<provider_id>")
 @browser_session_required
 def link_page(provider_id: str) -> ResponseReturnValue:
@@ -216,8 +310,9 @@ def remove_passkey_page(passkey_id: int) -> ResponseReturnValue:
 
 
 def _ask_before_removing(kind: str, item: object) -> str:
-    """The question before a removal: only the question for htmx to put in the row, else a
-    page of its own (JavaScript off, or back from a confirmation)."""
+    """The question before a removal (``kind``: "account", "passkey", or "two-factor" for
+    the authenticator app): only the question for htmx to put in the row, else a page of
+    its own (JavaScript off, or back from a confirmation)."""
     template = "account/_remove.html" if _is_htmx() else "account/remove.html"
     return render_template(template, kind=kind, item=item, page=not _is_htmx())
 
@@ -332,7 +427,7 @@ def two_factor_confirm() -> ResponseReturnValue:
             user_id=current_user.id, current=_session(), code=request.form.get("code", "")
         )
     except AccountError as exc:
-        transactions.discard()
+        transactions.settle_refusal(keep=exc.keep)
         if exc.code != two_factor.WRONG_CODE:
             return _refused(exc, "two-factor", again=url_for("account.two_factor_setup"))
         setup = two_factor.begin_setup(user_id=current_user.id, current=_session())
@@ -347,7 +442,7 @@ def two_factor_new_codes() -> ResponseReturnValue:
     try:
         codes = two_factor.new_recovery_codes(user_id=current_user.id, current=_session())
     except AccountError as exc:
-        transactions.discard()
+        transactions.settle_refusal(keep=exc.keep)
         return _refused(exc, "two-factor", again=url_for("account.overview", _anchor="two-factor"))
     return _codes_page(codes, first_time=False)
 
@@ -406,6 +501,16 @@ def two_factor_codes_language(code: str) -> ResponseReturnValue:
         return _codes_page(codes, first_time=request.form.get("first_time") == "1")
 
 
+@bp.get("/account/two-factor/off")
+@browser_session_required
+def two_factor_off_page() -> ResponseReturnValue:
+    """Ask before turning two-step verification off, as before removing a way in."""
+    status = two_factor.status(current_user.id)
+    if status.on_since is None:
+        return _back_to("two-factor")
+    return _ask_before_removing("two-factor", status)
+
+
 @bp.post("/account/two-factor/off")
 @browser_session_required
 def two_factor_off() -> ResponseReturnValue:
@@ -413,7 +518,10 @@ def two_factor_off() -> ResponseReturnValue:
         two_factor.turn_off(user_id=current_user.id, current=_session())
         return Done(gettext("Two-step verification is off; your recovery codes no longer work."))
 
-    return _respond("two-factor", action, again=url_for("account.overview", _anchor="two-factor"))
+    # The ways in say what two-step verification adds to them: re-render them too.
+    return _respond(
+        "two-factor", action, again=url_for("account.two_factor_off_page"), also=("accounts",)
+    )
 
 
 @bp.post("/account/confirm")
@@ -467,7 +575,7 @@ def _respond(
     try:
         done = action()
     except AccountError as exc:
-        transactions.discard()
+        transactions.settle_refusal(keep=exc.keep)
         return _refused(exc, section, again=again, also=also)
     if done.signed_out:
         flash(done.message, "success")

@@ -44,6 +44,7 @@ from webapp.flows.signout import (
 from webapp.i18n import gettext, ngettext
 from webapp.oauth.logout_token import InvalidLogoutToken
 from webapp.providers import providers, providers_body
+from webapp.providers.saml import SamlProvider
 from webapp.sessions import reauthentication
 from webapp.sessions.store import AuthSession, current_session, session_json
 from webapp.storage import transactions
@@ -159,6 +160,17 @@ def callback(provider_id: str) -> Response:
         callback_url=callback_url_param(),
     )
     return _respond(outcome)
+
+
+@bp.get("/saml/<provider_id>/metadata", provide_automatic_options=False)
+def saml_metadata(provider_id: str) -> Response:
+    # Our service provider's metadata; its URL is our entity ID (Auth.js has no SAML).
+    provider = providers().get(provider_id)
+    if not isinstance(provider, SamlProvider):
+        abort(404)
+    return current_app.response_class(
+        provider.service_provider.metadata_xml(), mimetype="application/samlmetadata+xml"
+    )
 
 
 @bp.get("/webauthn-options/<provider_id>", provide_automatic_options=False)

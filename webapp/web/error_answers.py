@@ -100,10 +100,7 @@ def _signin_failed(exc: AuthError) -> Response:
     route."""
     if not trail.refusal_recorded():
         trail.record(trail.Event.SIGNIN, provider=_route_provider(), error=exc.code)
-    if exc.keep:
-        transactions.commit()
-    else:
-        transactions.discard()
+    transactions.settle_refusal(keep=exc.keep)
     # The detail may quote the provider's answer or the request (an address, a URL).
     log.warning("auth error %s: %s", exc.code, logsafe.encode(logsafe.redact(exc.detail or "-")))
     # @auth/core names the credentials failure's kind in ``code`` (its clients return it).
@@ -130,8 +127,9 @@ def _route_provider() -> str | None:
 
 
 def _account_refused(exc: AccountError) -> tuple[Response | str, int]:
-    """An account action was refused: nothing it wrote stays; JSON for scripts."""
-    transactions.discard()
+    """An account action was refused: nothing it wrote stays (unless it must); JSON for
+    scripts."""
+    transactions.settle_refusal(keep=exc.keep)
     status = code_for(exc.code).status
     if not expects_json():
         # The account pages show refusals in place; one that escapes them gets the page.

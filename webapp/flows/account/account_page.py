@@ -1,6 +1,6 @@
-"""What the account page shows: the user, their ways in, sessions, two-step verification
-and recent activity, all read in one round trip; and the later pages of that activity,
-for "Show more".
+"""What the account page shows: the user (with a change of address pending), their ways in,
+sessions, two-step verification and recent activity, all read in one round trip; and the
+later pages of that activity, for "Show more".
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from sqlalchemy import bindparam, select
 from webapp.audit import trail
 from webapp.audit.user_agents import describe_device
 from webapp.core.clock import utcnow
+from webapp.flows.account.profile import PENDING_COLUMNS, PendingChange, pending_change
 from webapp.flows.account.ways_in import (
     LINKABLE_TYPES,
     EmailSignIn,
@@ -23,6 +24,7 @@ from webapp.flows.account.ways_in import (
     ShownUser,
     SignInMethod,
     account_gone,
+    email_provider,
     email_signin,
     leaves_a_method,
     passkeys_offered,
@@ -66,6 +68,10 @@ class Overview:
     #: Why passkeys cannot be added at this address (None: they can).
     passkey_problem: str | None
     two_factor: verification.Status
+    #: The address can be changed here: a link to the new one can be sent.
+    email_change_offered: bool
+    #: A change of address waiting for its link to be followed (None: none).
+    email_change: PendingChange | None
     #: The latest events ("Recent activity"), when ``account_overview`` was asked for them.
     activity: Activity | None = None
 
@@ -74,7 +80,8 @@ class Overview:
 #: (``HotSelect``), all in one round trip with recent activity's (``read_together``):
 #: only the columns it shows, as rows, where ORM objects and the request's BEGIN/COMMIT
 #: cost more than the queries.
-#: The user with what two-step verification they have (``verification.STATUS_COLUMNS``).
+#: The user with what two-step verification they have (``verification.STATUS_COLUMNS``)
+#: and their pending change of address (``profile.PENDING_COLUMNS``).
 _PAGE_USER = HotSelect(
     select(
         User.id,
@@ -84,6 +91,7 @@ _PAGE_USER = HotSelect(
         User.image,
         User.created_at,
         *verification.STATUS_COLUMNS,
+        *PENDING_COLUMNS,
     ).where(User.id == bindparam("user_id"))
 )
 _PAGE_ACCOUNTS = HotSelect(
@@ -165,6 +173,8 @@ def account_overview(*, user_id: int, session: AuthSession, activity: int = 0) -
         passkeys_offered=passkeys_offered(),
         passkey_problem=unavailable_reason(),
         two_factor=verification.Status.of(user),
+        email_change_offered=email_provider() is not None,
+        email_change=pending_change(user),
         activity=_activity(events[0], activity) if events else None,
     )
 

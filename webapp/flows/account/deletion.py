@@ -4,7 +4,7 @@ their earlier events stay, naming nobody.
 
 from __future__ import annotations
 
-from sqlalchemy import delete
+from sqlalchemy import delete, or_
 
 from webapp.audit import trail
 from webapp.errors import AccountError
@@ -57,10 +57,12 @@ def delete_account(*, user_id: int, current: AuthSession, confirmation: str) -> 
     db.session.execute(delete(Account).where(Account.user_id == user_id))
     for factor in (Authenticator, TotpAuthenticator, RecoveryCode):
         db.session.execute(delete(factor).where(factor.user_id == user_id))
-    if user.email:
-        db.session.execute(
-            delete(VerificationToken).where(VerificationToken.identifier == user.email)
+    # Its pending sign-ins, and its pending change of address.
+    db.session.execute(
+        delete(VerificationToken).where(
+            or_(VerificationToken.identifier == user.email, VerificationToken.user_id == user_id)
         )
+    )
     db.session.execute(delete(User).where(User.id == user_id))
     # The user's earlier events stay, naming nobody (ON DELETE SET NULL); this one names the
     # address it had, by its keyed hash, for an operator who is asked about it.

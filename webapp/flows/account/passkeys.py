@@ -6,6 +6,7 @@ webapp/flows/signin/passkey.py.)
 from __future__ import annotations
 
 from webapp.audit import trail
+from webapp.core.names import clean_name
 from webapp.errors import AccountError
 from webapp.flows import notices
 from webapp.flows.account.recent_signin import require_recent
@@ -21,7 +22,7 @@ from webapp.flows.account.ways_in import (
     passkeys_offered,
 )
 from webapp.i18n import gettext
-from webapp.passkeys.relying_party import clean_name
+from webapp.passkeys.relying_party import NAME_MAX
 from webapp.providers.passkey import PROVIDER_ID as PASSKEY_PROVIDER
 from webapp.sessions.store import AuthSession
 from webapp.storage.db import db
@@ -37,7 +38,7 @@ def find_passkey(*, user_id: int, passkey_id: int) -> PasskeyInfo | None:
 
 def rename_passkey(*, user_id: int, passkey_id: int, name: str) -> PasskeyInfo:
     """Give one of the user's passkeys a new name (1 to 64 characters, trimmed)."""
-    chosen = clean_name(name)
+    chosen = clean_name(name, longest=NAME_MAX)
     if chosen is None:
         raise AccountError("InvalidName")
     passkey = _passkey(user_id, passkey_id)

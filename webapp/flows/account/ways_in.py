@@ -15,6 +15,7 @@ from sqlalchemy import select
 from webapp.errors import AccountError
 from webapp.i18n import gettext
 from webapp.providers import provider_name, providers
+from webapp.providers.email import EmailProvider
 from webapp.storage.db import db
 from webapp.storage.models import Account, Authenticator, User
 
@@ -129,10 +130,16 @@ def email_signin(user: ShownUser) -> EmailSignIn | None:
     webapp/flows/signin/identity.py), so it is no way in here."""
     if not user.email or user.email_verified is None:
         return None
-    provider = next((p for p in providers().values() if p.type == "email"), None)
+    provider = email_provider()
     if provider is None:
         return None
     return EmailSignIn(provider.id, provider.name, user.email)
+
+
+def email_provider() -> EmailProvider | None:
+    """The configured e-mail provider (the first, if several): what e-mail sign-in and a
+    change of address send their messages through. None: no mail goes out."""
+    return next((p for p in providers().values() if isinstance(p, EmailProvider)), None)
 
 
 def follows_address(account: ShownAccount, user: ShownUser) -> bool:

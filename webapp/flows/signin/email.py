@@ -386,16 +386,24 @@ def _same_address(signed_in_as: str | None, address: str) -> bool:
 def _message_context(
     *, email: str, url: str, code: str, expires: datetime, purpose: str | None
 ) -> dict[str, str]:
-    conf = current_settings()
     return {
+        **link_message_context(email=email, url=url, expires=expires),
         # "signin", or one of PURPOSES: what the message asks the reader to confirm.
         "purpose": purpose or "signin",
+        "code": f"{code[:4]}-{code[4:]}",
+    }
+
+
+def link_message_context(*, email: str, url: str, expires: datetime) -> dict[str, str]:
+    """What a message carrying a single-use link to ``email`` shows besides its own words:
+    the site, the link, and when it expires (the sign-in's, a change of address's)."""
+    conf = current_settings()
+    return {
         "site": conf.brand.name,
         "host": urls.origin().split("://", 1)[1],
         "color": conf.brand.color,
         "email": email,
         "url": url,
-        "code": f"{code[:4]}-{code[4:]}",
         "expires_in": link_lifetime(),
         "expires_at": format_moment(expires),
     }

@@ -133,7 +133,7 @@ def _resolve_once(
 
     # Only a verified claim names an owner: an unverified one is just what someone typed.
     email = info.email
-    owner = _owner_of(email) if email and info.email_verified else None
+    owner = owner_of(email) if email and info.email_verified else None
     if current_user_id is not None:
         current = db.session.get(User, current_user_id)
         if current is None:
@@ -164,7 +164,7 @@ def _resolve_once(
     db.session.add(user)
     db.session.flush()
     if verified and email:
-        _withdraw_unverified_claims(email, owner=user)
+        withdraw_unverified_claims(email, owner=user)
     trail.record(trail.Event.ACCOUNT_CREATED, user_id=user.id, provider=provider)
     return _link(user, provider, provider_type, subject, tokens, is_new_user=True)
 
@@ -243,7 +243,7 @@ def _update_tokens(account: Account, tokens: Mapping[str, Any]) -> None:
         setattr(account, name, value)
 
 
-def _owner_of(email: str) -> User | None:
+def owner_of(email: str) -> User | None:
     """Return the user whose address ``email`` is verified (at most one, by the index)."""
     return db.session.execute(
         select(User).where(User.email == email, User.email_verified.is_not(None))
@@ -261,16 +261,16 @@ def _confirm_address(user: User, info: UserInfo) -> None:
         return
     if user.email_verified is not None:
         return
-    if _owner_of(email) is not None:
+    if owner_of(email) is not None:
         return
     user.email_verified = utcnow()
     # Flushed here, inside the savepoint: a concurrent owner's INSERT makes this fail where
     # resolve_user can retry, not at commit.
     db.session.flush()
-    _withdraw_unverified_claims(email, owner=user)
+    withdraw_unverified_claims(email, owner=user)
 
 
-def _withdraw_unverified_claims(email: str, *, owner: User) -> None:
+def withdraw_unverified_claims(email: str, *, owner: User) -> None:
     """Clear ``email`` from every other user holding it unverified, now that ``owner`` does.
 
     Afterwards no two users show the address, so nothing that reads ``users.email`` (the

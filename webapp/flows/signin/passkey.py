@@ -28,6 +28,7 @@ from sqlalchemy import select
 from webapp.audit import throttles, trail
 from webapp.core import urls
 from webapp.core.clock import utcnow
+from webapp.core.names import clean_name
 from webapp.errors import AccountError, AuthError, CodedError
 from webapp.flows import notices
 from webapp.flows.signin.finish import finish_signin
@@ -37,9 +38,9 @@ from webapp.passkeys.aaguids import provider_name
 from webapp.passkeys.challenges import issue, take
 from webapp.passkeys.relying_party import (
     DEFAULT_NAME,
+    NAME_MAX,
     PasskeyRefused,
     RelyingParty,
-    clean_name,
     counter_went_back,
     relying_party,
 )
@@ -208,7 +209,7 @@ def complete_registration(*, data: str, name: str, client_address: str | None) -
                 reauthentication.window_minutes(),
             ),
         )
-    chosen = clean_name(name) if name.strip() else ""
+    chosen = clean_name(name, longest=NAME_MAX) if name.strip() else ""
     if chosen is None:
         raise AccountError("InvalidName")
     rp = _relying_party_or(

@@ -1,8 +1,9 @@
 """What the provider chooser island needs beyond the ``providers`` and ``csrf`` JSON.
 
 ``GET providers`` keeps the Auth.js shape, so the page hands the island the rest: the
-error text for ``?error=``, the safe callbackUrl, logos, credentials fields, the e-mail
-prefill, whether passkeys work at this address, and every word the island says, in the
+providers' names as people read them (a built-in provider's translated), the error text
+for ``?error=``, the safe callbackUrl, logos, credentials fields, the e-mail prefill,
+whether passkeys work at this address, and every word the island says, in the
 request's language (``text``; ``{name}`` placeholders are filled in by the island). The
 island reads it from a ``<script type="application/json">`` block.
 """
@@ -18,7 +19,7 @@ from webapp.i18n import gettext, ngettext
 from webapp.passkeys.relying_party import passkey_texts, unavailable_reason
 
 #: Provider types that sign in with one button (as ``REDIRECT_TYPES`` in ui-src/chooser).
-REDIRECT_TYPES = frozenset({"oidc", "oauth"})
+REDIRECT_TYPES = frozenset({"oidc", "oauth", "saml"})
 
 
 def chooser_data(
@@ -49,6 +50,8 @@ def chooser_data(
     return {
         # The page's order: ``GET providers`` is a JSON object, whose keys come back sorted.
         "order": [p.id for p in providers],
+        # The names to show, in the request's language (``GET providers`` has them in English).
+        "names": {p.id: p.name for p in providers},
         # A path, not an absolute URL: the island fetches same-origin (connect-src 'self').
         "authBase": auth_base,
         "callbackUrl": callback_url,

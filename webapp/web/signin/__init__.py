@@ -11,7 +11,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from webapp.providers.base import Provider
-from webapp.web.signin import credentials, email, oauth, passkey
+from webapp.web.signin import credentials, email, oauth, passkey, saml
 
 #: The adapter of each provider ``type``.
 ADAPTERS: dict[str, ModuleType] = {
@@ -20,6 +20,7 @@ ADAPTERS: dict[str, ModuleType] = {
     "email": email,
     "credentials": credentials,
     "webauthn": passkey,
+    "saml": saml,
 }
 
 

@@ -1,0 +1,54 @@
+"""SAML 2.0 identity providers (kind saml): the configuration (``webapp.saml.config``) and
+our service provider's protocol side (``webapp.saml.service_provider``, on pysaml2, the
+``saml`` extra); signing in and the assertion consumer are ``webapp.flows.signin.saml``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from webapp.providers.base import Provider, refuse_unknown_fields
+from webapp.saml import idp_metadata, keys
+from webapp.saml.config import FIELDS, SamlConfig, parse_config
+from webapp.settings import ConfigError, Settings
+
+if TYPE_CHECKING:
+    from webapp.saml.service_provider import ServiceProvider
+
+
+class SamlProvider(Provider):
+    """A SAML 2.0 identity provider, and our service provider for it."""
+
+    type = "saml"
+    # The IdP's HTTP-POST to the assertion consumer is cross-site by design and carries no
+    # CSRF token; the InResponseTo bound to this browser's sealed cookie protects it.
+    callback_needs_csrf = False
+
+    def __init__(self, config: SamlConfig, service_provider: ServiceProvider) -> None:
+        super().__init__(id=config.id, name=config.name)
+        self.config = config
+        self.service_provider = service_provider
+
+
+def build(entry: Mapping[str, Any], conf: Settings) -> Provider:
+    """Build a provider from its TOML table; raise ConfigError."""
+    refuse_unknown_fields(entry, FIELDS)
+    config = parse_config(entry)
+    if importlib.util.find_spec("saml2") is None:
+        raise ConfigError(
+            f"provider {config.id!r}: type saml needs pysaml2: install webapp-signin[saml]"
+        )
+    # Imported here: pysaml2 is an extra, and an installation without it runs every other
+    # kind of provider.
+    from webapp.saml.service_provider import ServiceProvider
+
+    key_pair = keys.load_or_make(
+        config.id, config.sp_key_file, config.sp_cert_file, development=conf.is_development
+    )
+    source = idp_metadata.source(config, (conf.http_connect_timeout, conf.http_read_timeout))
+    return SamlProvider(
+        config,
+        ServiceProvider(config, auth_url=conf.auth_url, keys=key_pair, idp_metadata=source),
+    )
