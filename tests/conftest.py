@@ -46,6 +46,7 @@ from .support.databases import (
 from .support.rows import NewSession
 from .support.signin import AuthActions
 from .support.sql_counter import counting_sql
+from .support.templates import share_compiled_templates
 
 # SMTP servers on loopback, the outbox and the e-mail sign-in actions; the audit tests' app.
 pytest_plugins = ["tests.support.mail", "tests.support.audit"]
@@ -74,6 +75,10 @@ SQLITE_MODULES = frozenset(
     }
 )
 ALL_DATABASES = os.environ.get("AUTH_TESTS_ALL_DATABASES", "").lower() == "true"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    share_compiled_templates()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

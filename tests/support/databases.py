@@ -87,12 +87,19 @@ def migrated_pg_database() -> Iterator[str]:
 
 
 def empty_tables() -> None:
-    """Delete every row of the current app's tables (call it in an app context)."""
-    tables = [t for t in reversed(db.metadata.sorted_tables)]
+    """Delete every row of the current app's tables and restart their ids at 1 (call it in
+    an app context).
+
+    DELETE, not TRUNCATE: on tables this small TRUNCATE costs about 25 ms (it swaps each
+    table's files), DELETE about 2 ms, and this runs after every test.
+    """
     with db.engine.begin() as conn:
+        for table in reversed(db.metadata.sorted_tables):
+            conn.execute(table.delete())
         if conn.dialect.name == "postgresql":
-            names = ", ".join(f'"{t.name}"' for t in tables)
-            conn.execute(sa.text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
-        else:
-            for table in tables:
-                conn.execute(table.delete())
+            conn.execute(
+                sa.text(
+                    "SELECT setval(oid, 1, false) FROM pg_class"
+                    " WHERE relkind = 'S' AND relnamespace = 'public'::regnamespace"
+                )
+            )
