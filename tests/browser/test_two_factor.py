@@ -20,7 +20,7 @@ def test_set_up_then_sign_in_with_a_recovery_code(new_page: Any, javascript: boo
     page = new_page(java_script_enabled=javascript, viewport={"width": 375, "height": 800})
     email = f"tf-{'js' if javascript else 'nojs'}@example.com"
     demo_signin(page, email, javascript=javascript)
-    _, codes = set_up_app(page, javascript=javascript)
+    _, codes = set_up_app(page, javascript=javascript, scan=True)
     page.get_by_role("link", name="I have saved them").click()
     expect(page.locator("#two-factor")).to_contain_text("10 of 10")
 
