@@ -10,10 +10,10 @@ empty tables. PostgreSQL is reached at TEST_DATABASE_URL (default: the local ser
 127.0.0.1:5432 with trust auth). When it is missing, its tests are skipped, except under
 CI=true, where a missing PostgreSQL fails the run.
 
-Every behaviour is tested on PostgreSQL. On SQLite run the modules of ``SQLITE_MODULES``:
-what is SQLite's own (migrations, the first run, its writer lock under concurrent
-requests) and a smoke set of the main paths; ``AUTH_TESTS_ALL_DATABASES=true`` runs every
-test on both, as before a release.
+Every behaviour is tested on PostgreSQL. On SQLite run the modules of ``SQLITE_MODULES``
+and the tests marked ``sqlite_too``: what is SQLite's own (migrations, the first run, its
+writer lock under concurrent requests) and a smoke set of the main paths;
+``AUTH_TESTS_ALL_DATABASES=true`` runs every test on both, as before a release.
 """
 
 from __future__ import annotations
@@ -61,8 +61,6 @@ SQLITE_MODULES = frozenset(
         "test_account_races",
         "test_throttle_races",
         "test_session_limits",
-        "test_provider_tokens",
-        "test_device_flow",
         "test_audit",
         # The smoke set: routes, sessions, e-mail and provider sign-in, health, commands.
         "test_routes",
@@ -82,9 +80,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Leave out the SQLite runs of the tests outside ``SQLITE_MODULES`` that also run on
-    PostgreSQL (listed as deselected; a test that runs on SQLite only is kept), unless
-    AUTH_TESTS_ALL_DATABASES=true."""
+    """Leave out the SQLite runs of the tests outside ``SQLITE_MODULES``, not marked
+    ``sqlite_too``, that also run on PostgreSQL (listed as deselected; a test that runs on
+    SQLite only is kept), unless AUTH_TESTS_ALL_DATABASES=true."""
     if ALL_DATABASES:
         return
     ids = {item.nodeid for item in items}
@@ -98,7 +96,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         )
         also_on_postgresql = item.nodeid.replace("sqlite", "postgresql") in ids
         module = item.path.stem
-        drop = on_sqlite and also_on_postgresql and module not in SQLITE_MODULES
+        own = module in SQLITE_MODULES or item.get_closest_marker("sqlite_too") is not None
+        drop = on_sqlite and also_on_postgresql and not own
         (left_out if drop else kept).append(item)
     if left_out:
         config.hook.pytest_deselected(items=left_out)

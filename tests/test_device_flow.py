@@ -493,6 +493,7 @@ def test_slow_down_grows_the_interval_and_the_next_poll_waits(app: Flask, node_o
     assert len(polls_since(node_op, "op-device", since)) == 2
 
 
+@pytest.mark.sqlite_too
 def test_many_tabs_poll_the_provider_at_most_once_per_interval(app: Flask, node_op: NodeOP) -> None:
     """Five tabs of one browser (five clients, one cookie), polling hard in threads: the
     provider sees one poll per interval and never has to say slow_down; once approved,
@@ -1353,6 +1354,7 @@ def test_wait_for_approval_slows_down_when_told(app: Flask, node_op: NodeOP) -> 
     assert isinstance(token["access_token"], str) and token["id_token"]
 
 
+@pytest.mark.sqlite_too
 def test_a_slow_provider_never_has_two_polls_of_one_code_in_flight(make_oauth_app: Any) -> None:
     """The provider takes 1.5 s to answer at a 1 s interval: tabs polling all the while
     still never have two polls of the code at the provider at once (a provider revokes

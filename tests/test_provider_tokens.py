@@ -164,6 +164,7 @@ def test_refresh_margin_follows_the_clock(node_op: NodeOP, make_oauth_app: Any) 
     assert refreshes(node_op) == before + 1
 
 
+@pytest.mark.sqlite_too
 def test_twenty_threads_refresh_once(node_op: NodeOP, alice: SignedIn) -> None:
     alice.expire_in(10)
     cookie = alice.client.get_cookie(COOKIE)
@@ -186,6 +187,7 @@ def test_twenty_threads_refresh_once(node_op: NodeOP, alice: SignedIn) -> None:
     assert answers[0][1] == alice.account().access_token
 
 
+@pytest.mark.sqlite_too
 def test_two_app_processes_refresh_once(
     node_op: NodeOP, alice: SignedIn, database_url: str, tmp_path: Path
 ) -> None:
