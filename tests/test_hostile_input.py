@@ -6,7 +6,8 @@ code of ours runs there, and its path handling is Werkzeug's ``safe_join``). Eve
 sent, signed out and signed in (a real session from the demo sign-in), with a valid CSRF
 token (so that the input reaches the view) and, for POST, without one; a provider id
 parameter takes each configured provider (demo credentials, e-mail, passkeys, an OpenID
-Connect provider with back-channel logout and device sign-in), a row id another user's row:
+Connect provider with back-channel logout and device sign-in, a SAML provider), a row id
+another user's row:
 
 * the fields (``hostile_corpus.all_fields``: every name webapp/ reads from a query, form or
   JSON body, and issue 14's standard set) with each class of ``VALUE_CLASSES``: over-long
@@ -95,6 +96,7 @@ from webapp.storage.database import driver_statement
 from webapp.storage.db import db
 from webapp.storage.models import Authenticator
 
+from .saml.static_idp import idp_metadata_file
 from .support.config import SIGNIN_THROTTLES, TEST_SECRET, base_config
 from .support.databases import empty_tables
 from .support.hostile_corpus import (
@@ -1072,7 +1074,8 @@ def _device_endpoint(idp: FakeIdP) -> None:
 def hostile_env(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hostile]:
     """One app per database for the whole module, with every kind of provider: the demo
     credentials, e-mail (the development outbox), passkeys and an OpenID Connect provider
-    (a FakeIdP on loopback) with back-channel logout and device sign-in."""
+    (a FakeIdP on loopback) with back-channel logout and device sign-in, and a SAML provider
+    (its IdP's metadata from a file: no response it posts can be good)."""
     idp = FakeIdP()
     _device_endpoint(idp)
     thread = threading.Thread(
@@ -1088,6 +1091,11 @@ def hostile_env(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> 
             # Declared: the development outbox is automatic only with no provider declared.
             {"id": "email", "type": "email", "name": "Email"},
             idp.provider_config("fake", backchannel_logout=True, device_flow=True),
+            {
+                "id": "saml",
+                "type": "saml",
+                "idp_metadata_file": str(idp_metadata_file(workdir, "https://idp.invalid/sso")),
+            },
         ],
     )
     config = base_config(
@@ -1180,9 +1188,10 @@ def test_the_suite_reaches_the_code(hostile: Hostile) -> None:
     assert {"auth.session-token", "auth.second-factor", "auth.passkey-challenge"} <= set(
         hostile.cookie_names
     )
-    assert {"demo", "email", "passkey", "fake"} <= set(hostile.provider_ids)
+    assert {"demo", "email", "passkey", "fake", "saml"} <= set(hostile.provider_ids)
     patterns = {t.pattern for t in TARGETS}
     assert {"/auth/signin/<provider_id>", "/account/api/sessions/<id:session_id>/end"} <= patterns
+    assert "/auth/saml/<provider_id>/metadata" in patterns
     assert all(t.endpoint != "static" for t in TARGETS)
     signed_in = hostile.send(Probe("check", "GET", "/account", SIGNED_IN, "valid"))
     assert signed_in.status == 200

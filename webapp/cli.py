@@ -1,5 +1,6 @@
 """Operator commands: ``flask auth cleanup | sessions | events | revoke | revoke-tokens |
-rotate-secrets | device-login | mfa reset | migrate``, and ``flask auth --version``."""
+rotate-secrets | device-login | mfa reset | sso list | sso undo | migrate``, and
+``flask auth --version``."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from webapp.flows.signin.device import (
 )
 from webapp.flows.signin.oauth import sign_in_with_token
 from webapp.flows.signin.second_factor import WrongCode, pass_with_code
+from webapp.flows.sso import joins
 from webapp.mail.email_addresses import InvalidAddress, normalize_email
 from webapp.second_factor import pending_signin, verification
 from webapp.sessions.store import AuthSession, delete_expired
@@ -308,6 +310,41 @@ def mfa_reset(email: str) -> None:
     transactions.commit()
     for line in lines:
         click.echo(line)
+
+
+sso_cli = AppGroup("sso", help="Joins of existing users by e-mail domain (providers' domains).")
+auth_cli.add_command(sso_cli)
+
+
+@sso_cli.command("list")
+def sso_list() -> None:
+    """List the joins: id, when, user, address, provider, and whether undone."""
+    listed = joins.list_joins()
+    if not listed:
+        click.echo("no joins")
+    for join in listed:
+        undone = f"  undone {_when(join.undone_at)}" if join.undone_at else ""
+        click.echo(
+            f"{join.id}  {_when(join.joined_at)}  user {join.user_id}  "
+            f"{logsafe.encode(join.email)}  {join.provider}{undone}"
+        )
+
+
+@sso_cli.command("undo")
+@click.argument("join_id", type=int)
+def sso_undo(join_id: int) -> None:
+    """Remove the account a join made and the sessions it started (see `flask auth sso
+    list`); the join is kept as undone, so it is not made again by itself."""
+    try:
+        done = joins.undo_join(join_id)
+    except joins.JoinNotFound:
+        raise click.ClickException(f"no join with id {join_id} that is not undone") from None
+    transactions.commit()
+    account = "account removed" if done.account_removed else "its account was already gone"
+    click.echo(
+        f"join {join_id} undone: user {done.join.user_id} at {done.join.provider}, {account}, "
+        f"{done.sessions_ended} session(s) signed out"
+    )
 
 
 @auth_cli.command("rotate-secrets")

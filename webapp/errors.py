@@ -103,6 +103,13 @@ CODES: dict[str, Code] = {
         ),
         N_("Sign in the way you did before; once signed in you can link this provider too."),
     ),
+    "SSORequired": Code(
+        SIGNIN_PAGE,
+        200,
+        N_("Sign in through your organisation"),
+        N_("Addresses at your organisation sign in only through its own sign-in service."),
+        N_("Choose “Continue with” to sign in through your organisation."),
+    ),
     "EmailSignin": Code(
         SIGNIN_PAGE,
         200,

@@ -5,14 +5,18 @@ provider on loopback, for tests/saml.
 points PHP there; /etc/simplesamlphp is never read): ``config.php`` (the IdP on, its files
 under the work folder, no network calls), ``authsources.php`` (``exampleauth:UserPass``
 with ``USERS``), the hosted IdP's metadata with a signing key and certificate made for
-this test session (openssl), and our service provider (``SP_ID`` at the test app's
-``AUTH_URL``) in ``saml20-sp-remote``; then it runs PHP's built-in server on a free
-loopback port over the package's ``www`` folder until ``stop``.
+this test session (openssl), and our service provider twice in ``saml20-sp-remote``:
+``SP_ID`` at the test app's ``AUTH_URL``, and ``KEYED_SP_ID``, whose key pair (made here
+too, ``sp_key_pair``) the IdP knows: it encrypts assertions to it, and single logout is on
+both ways, signed and checked. Then it runs PHP's built-in server on a free loopback port
+over the package's ``www`` folder until ``stop``. ``rotate_key`` gives the IdP a new
+signing key (its metadata follows at once).
 
 ``login`` plays the browser at the IdP: it follows the app's redirect (the AuthnRequest,
 HTTP-Redirect binding), posts the user name and password to the login form, and returns
 the auto-submitting form's ``SAMLResponse`` and ``RelayState`` (the HTTP-POST binding) for
-the test to post to the app's callback.
+the test to post to the app's callback, with the browser (its session at the IdP, for
+single logout).
 """
 
 from __future__ import annotations
@@ -37,6 +41,14 @@ SP_ID = "acme"
 AUTH_URL = "http://localhost/auth"
 SP_ENTITY_ID = f"{AUTH_URL}/saml/{SP_ID}/metadata"
 ACS_URL = f"{AUTH_URL}/callback/{SP_ID}"
+#: A second registration of the app, with our key pair (``sp_key_file``/``sp_cert_file``
+#: from ``SimpleSamlIdp.sp_key_pair``) known to the IdP: it encrypts the assertion to our
+#: certificate, and single logout both ways is on, signed each way and checked.
+KEYED_SP_ID = "acme-keyed"
+KEYED_ACS_URL = f"{AUTH_URL}/callback/{KEYED_SP_ID}"
+KEYED_SLO_URL = f"{AUTH_URL}/saml/{KEYED_SP_ID}/slo"
+BINDING_POST = "urn:oasis:names:tc:SAML:2.0:bindings:HTTP-POST"
+BINDING_REDIRECT = "urn:oasis:names:tc:SAML:2.0:bindings:HTTP-Redirect"
 #: The people of ``exampleauth:UserPass``: user name -> (password, attributes).
 USERS: dict[str, tuple[str, dict[str, list[str]]]] = {
     "ann": (
@@ -79,6 +91,8 @@ class LoginResult:
     action: str
     saml_response: str
     relay_state: str | None
+    #: The browser, with its session at the IdP (for single logout).
+    browser: requests.Session
 
 
 class _Form(HTMLParser):
@@ -127,6 +141,7 @@ class SimpleSamlIdp:
         for sub in ("config", "metadata", "cert", "log", "data", "tmp", "sessions"):
             (self.workdir / sub).mkdir(parents=True, exist_ok=True)
         self._make_key()
+        self._make_key("sp")
         self._write_config()
         log = (self.workdir / "log" / "php-server.log").open("ab")
         self.process = subprocess.Popen(
@@ -148,8 +163,18 @@ class SimpleSamlIdp:
         answer.raise_for_status()
         return answer.text
 
+    @property
+    def signing_key_file(self) -> Path:
+        """The IdP's own signing key (for tests that sign as the IdP would)."""
+        return self.workdir / "cert" / "idp.key"
+
+    @property
+    def sp_key_pair(self) -> tuple[Path, Path]:
+        """The key and certificate of ``KEYED_SP_ID``, as the IdP knows them."""
+        return self.workdir / "cert" / "sp.key", self.workdir / "cert" / "sp.crt"
+
     def login(self, redirect_url: str, username: str) -> LoginResult:
-        """Follow ``redirect_url`` (the app's AuthnRequest) as a browser, sign in as
+        """Follow ``redirect_url`` (the app's AuthnRequest) as a new browser, sign in as
         ``username``, and return the form the IdP would auto-submit to the app."""
         browser = requests.Session()
         page = browser.get(redirect_url, timeout=10)
@@ -169,15 +194,28 @@ class SimpleSamlIdp:
             action=str(posted.action),
             saml_response=posted.fields["SAMLResponse"],
             relay_state=posted.fields.get("RelayState"),
+            browser=browser,
         )
 
-    def _make_key(self) -> None:
+    def asks_for_password(self, redirect_url: str, browser: requests.Session) -> bool:
+        """Whether ``browser``, sent to the IdP with ``redirect_url``, gets the login form
+        (no session at the IdP) rather than a response straight away."""
+        answer = browser.get(redirect_url, timeout=10)
+        answer.raise_for_status()
+        return "password" in form_of(answer.text).fields
+
+    def rotate_key(self) -> None:
+        """A new signing key and certificate for the IdP, in its configuration and so in
+        the metadata it serves (the old one is gone from both)."""
+        self._make_key()
+
+    def _make_key(self, name: str = "idp") -> None:
         subprocess.run(
             [
                 "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-                "-subj", "/CN=simplesamlphp-test-idp",
-                "-keyout", str(self.workdir / "cert" / "idp.key"),
-                "-out", str(self.workdir / "cert" / "idp.crt"),
+                "-subj", f"/CN=simplesamlphp-test-{name}",
+                "-keyout", str(self.workdir / "cert" / f"{name}.key"),
+                "-out", str(self.workdir / "cert" / f"{name}.crt"),
             ],
             check=True,
             capture_output=True,
@@ -225,20 +263,29 @@ class SimpleSamlIdp:
                 "auth": "users",
             },
         )
-        self._php_file(
-            work / "metadata" / "saml20-sp-remote.php",
-            f"metadata[{_php_array(SP_ENTITY_ID)}]",
-            {
-                "AssertionConsumerService": [
-                    {
-                        "Binding": "urn:oasis:names:tc:SAML:2.0:bindings:HTTP-POST",
-                        "Location": ACS_URL,
-                    }
-                ],
-                "NameIDFormat": "urn:oasis:names:tc:SAML:2.0:nameid-format:persistent",
-                "simplesaml.nameidattribute": "uid",
-                "attributes.NameFormat": "urn:oasis:names:tc:SAML:2.0:attrname-format:basic",
-            },
+        common = {
+            "NameIDFormat": "urn:oasis:names:tc:SAML:2.0:nameid-format:persistent",
+            "simplesaml.nameidattribute": "uid",
+            "attributes.NameFormat": "urn:oasis:names:tc:SAML:2.0:attrname-format:basic",
+        }
+        plain = {
+            **common,
+            "AssertionConsumerService": [{"Binding": BINDING_POST, "Location": ACS_URL}],
+        }
+        keyed = {
+            **common,
+            "AssertionConsumerService": [{"Binding": BINDING_POST, "Location": KEYED_ACS_URL}],
+            "SingleLogoutService": [{"Binding": BINDING_REDIRECT, "Location": KEYED_SLO_URL}],
+            "certificate": "sp.crt",
+            "assertion.encryption": True,
+            "sign.logout": True,
+            "validate.logout": True,
+        }
+        keyed_entity_id = f"{AUTH_URL}/saml/{KEYED_SP_ID}/metadata"
+        (work / "metadata" / "saml20-sp-remote.php").write_text(
+            "<?php\n"
+            f"$metadata[{_php_array(SP_ENTITY_ID)}] = {_php_array(plain)};\n"
+            f"$metadata[{_php_array(keyed_entity_id)}] = {_php_array(keyed)};\n"
         )
 
     @staticmethod

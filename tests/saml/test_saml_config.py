@@ -74,6 +74,11 @@ def test_a_certificate_of_another_key_is_refused(
         make_oauth_app([{**BASE, "sp_key_file": str(key), "sp_cert_file": str(other)}])
 
 
+def test_outside_development_auth_url_must_be_https(make_oauth_app: Callable[..., Flask]) -> None:
+    with pytest.raises(ConfigError, match="^provider 'acme': type saml needs an https AUTH_URL"):
+        make_oauth_app([BASE], APP_ENV="production", AUTH_URL="http://example.com/auth")
+
+
 def test_outside_development_our_key_pair_must_be_configured() -> None:
     with pytest.raises(ConfigError, match="sp_key_file and sp_cert_file are required"):
         keys.load_or_make("acme", None, None, development=False)

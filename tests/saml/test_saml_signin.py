@@ -21,69 +21,32 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from flask import Flask
-from flask.testing import FlaskClient
 
 from webapp.storage.db import db
-from webapp.storage.models import Account, Session, SpentSamlAssertion, User
+from webapp.storage.models import Account, SpentSamlAssertion, User
 
 from ..support.oauth import error_of
 from ..support.rows import row_count
 from ..support.servers import free_port
 from . import forgery
+from .signin_steps import (
+    DESTINATION,
+    assert_refused,
+    counts,
+    post_response,
+    request_cookie,
+    start,
+    start_answer,
+)
 from .simplesamlphp import ACS_URL, SP_ENTITY_ID, SP_ID, SimpleSamlIdp
 
 pytestmark = pytest.mark.e2e
 
-DESTINATION = "/account"
 MD = "{urn:oasis:names:tc:SAML:2.0:metadata}"
-
-
-@pytest.fixture
-def saml_app(make_oauth_app: Callable[..., Flask], simplesamlphp: SimpleSamlIdp) -> Flask:
-    return make_oauth_app(
-        [
-            {
-                "id": SP_ID,
-                "type": "saml",
-                "name": "Acme staff",
-                "idp_metadata_url": simplesamlphp.metadata_url,
-                "domains": ["acme.example"],
-            }
-        ]
-    )
-
-
-def start_answer(client: FlaskClient) -> Any:
-    """POST signin/<id> as the sign-in page does; return the app's answer."""
-    csrf = client.get("/auth/csrf").json["csrfToken"]  # type: ignore[index]
-    answer = client.post(
-        f"/auth/signin/{SP_ID}", data={"csrfToken": csrf, "callbackUrl": DESTINATION}
-    )
-    assert answer.status_code == 302, answer.data[:500]
-    return answer
-
-
-def start(client: FlaskClient) -> str:
-    """Start a sign-in; return the IdP's URL the app redirects to."""
-    return str(start_answer(client).headers["Location"])
-
-
-def request_cookie(answer: Any) -> str:
-    """The Set-Cookie header of the AuthnRequest's cookie in a sign-in's answer."""
-    found = [c for c in answer.headers.getlist("Set-Cookie") if c.startswith("auth.saml-request.")]
-    assert len(found) == 1, answer.headers
-    return str(found[0])
-
-
-def post_response(client: FlaskClient, saml_response: str) -> Any:
-    """POST a SAMLResponse to the assertion consumer as the IdP's page makes the browser
-    do: cross-site, so with no CSRF token."""
-    return client.post(f"/auth/callback/{SP_ID}", data={"SAMLResponse": saml_response})
 
 
 def user_by_email(app: Flask, email: str) -> User:
@@ -91,21 +54,6 @@ def user_by_email(app: Flask, email: str) -> User:
         user: User = db.session.query(User).filter_by(email=email).one()
         db.session.expunge(user)
         return user
-
-
-def counts(app: Flask) -> tuple[int, int, int, int]:
-    return (
-        row_count(app, User),
-        row_count(app, Account),
-        row_count(app, Session),
-        row_count(app, SpentSamlAssertion),
-    )
-
-
-def assert_refused(app: Flask, client: FlaskClient, answer: Any, before: tuple[int, ...]) -> None:
-    assert error_of(answer) == "OAuthCallback"
-    assert counts(app) == before
-    assert client.get("/auth/session").json is None
 
 
 def test_our_metadata_names_our_entity_and_assertion_consumer(saml_app: Flask) -> None:

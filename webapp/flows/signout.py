@@ -5,6 +5,8 @@ the browser next, with the session's ID token as ``id_token_hint``; it sends the
 back to ``signout/callback`` with our ``state``, which a sealed cookie ties to this
 browser and to where it was going. Our session is deleted first, whatever happens there:
 a provider that is down, or a person who never comes back, leaves them signed out here.
+A SAML provider whose IdP offers single logout gets the browser next the same way
+(``flows.saml_logout``).
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from webapp.browser_state import cookies, sealed_cookies
 from webapp.core.hooks import signed_out
 from webapp.core.redirects import resolve_redirect
 from webapp.flows.provider_tokens import revoke_tokens
+from webapp.flows.saml_logout import signs_out_at_idp, start_saml_logout
 from webapp.oauth.client import OAuthClient
 from webapp.oauth.metadata import ProviderUnavailable
-from webapp.providers import oauth_client
+from webapp.providers import oauth_client, providers
+from webapp.providers.saml import SamlProvider
 from webapp.sessions.store import EndedSession, end_current_session
 from webapp.settings import current_settings
 from webapp.storage import transactions
@@ -54,6 +58,9 @@ def sign_out(*, callback_url: str | None) -> str:
         detail={"session": ended.id},
     )
     transactions.on_commit(lambda: signed_out.send(user_id=ended.user_id, session_id=ended.id))
+    saml = _saml_provider(ended.provider)
+    if saml is not None:
+        return start_saml_logout(saml, ended, destination)
     client = oauth_client(ended.provider) if ended.provider else None
     if client is None:
         return destination
@@ -66,8 +73,16 @@ def sign_out(*, callback_url: str | None) -> str:
 
 def signs_out_at_provider(provider_id: str | None) -> bool:
     """Whether signing out of a session made through ``provider_id`` also goes there."""
+    saml = _saml_provider(provider_id)
+    if saml is not None:
+        return signs_out_at_idp(saml)
     client = oauth_client(provider_id) if provider_id else None
     return client is not None and client.config.logout == "rp-initiated"
+
+
+def _saml_provider(provider_id: str | None) -> SamlProvider | None:
+    provider = providers().get(provider_id) if provider_id else None
+    return provider if isinstance(provider, SamlProvider) else None
 
 
 def state_cookie_name() -> str:

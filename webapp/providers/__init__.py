@@ -18,7 +18,7 @@ from flask import current_app
 from webapp.core import urls
 from webapp.oauth.client import OAuthClient
 from webapp.providers import credentials, email, oauth, passkey, saml
-from webapp.providers.base import Provider
+from webapp.providers.base import Provider, refuse_shared_domains
 from webapp.settings import ConfigError, Settings
 
 Builder = Callable[[Mapping[str, Any], Settings], Provider]
@@ -52,6 +52,7 @@ def build_providers(conf: Settings, *, own_mail_transport: bool) -> dict[str, Pr
             known = ", ".join(sorted(kinds))
             raise ConfigError(f"provider {entry['id']!r}: unknown type {kind!r} (known: {known})")
         built[entry["id"]] = builder(entry, conf)
+    refuse_shared_domains(built)
     mail_delivered = conf.email_server is not None or own_mail_transport
     if (
         "email" not in built

@@ -10,9 +10,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from webapp.core import urls
+from webapp.core.email_domains import DomainRule
 from webapp.i18n import gettext
 from webapp.settings import ConfigError
 from webapp.settings.parsers import nearest
+
+#: A provider declared for no e-mail domain.
+NO_DOMAINS = DomainRule()
 
 #: The fields every provider table has.
 COMMON_FIELDS = frozenset({"id", "type", "name"})
@@ -44,8 +48,18 @@ class Provider:
     #: from an identity provider, which are cross-site by design and checked by state).
     callback_needs_csrf: bool = True
 
-    def __init__(self, *, id: str, name: str | None, default_name: str = "") -> None:
+    def __init__(
+        self,
+        *,
+        id: str,
+        name: str | None,
+        default_name: str = "",
+        domain_rule: DomainRule = NO_DOMAINS,
+    ) -> None:
         self.id = id
+        #: The e-mail domains the sign-in page sends to this provider, and whether it is
+        #: their only way in (``domains``, ``enforce_domain``: OAuth/OIDC and SAML).
+        self.domain_rule = domain_rule
         #: The ``name`` its table gives (shown as written), or None for ``default_name``.
         self.configured_name = name
         #: The name the application gives it when its table names none: English, marked
@@ -70,3 +84,16 @@ class Provider:
             "signinUrl": urls.auth_url(f"signin/{self.id}"),
             "callbackUrl": urls.auth_url(f"callback/{self.id}"),
         }
+
+
+def refuse_shared_domains(built: Mapping[str, Provider]) -> None:
+    """Refuse a domain that two providers declare: an address must lead to one of them."""
+    claimed: dict[str, str] = {}
+    for provider in built.values():
+        for domain in sorted(provider.domain_rule.domains):
+            other = claimed.setdefault(domain, provider.id)
+            if other != provider.id:
+                raise ConfigError(
+                    f"provider {provider.id!r}: domains: {domain!r} is already declared by"
+                    f" provider {other!r}"
+                )

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from webapp.core.email_domains import DomainRule
 from webapp.oauth.client import OAuthClient
 from webapp.oauth.config import OAuthConfig, parse_config
 from webapp.providers.base import Provider
@@ -22,7 +23,11 @@ class OAuthProvider(Provider):
     callback_needs_csrf = False
 
     def __init__(self, config: OAuthConfig, conf: Settings) -> None:
-        super().__init__(id=config.id, name=config.name)
+        super().__init__(
+            id=config.id,
+            name=config.name,
+            domain_rule=DomainRule(config.domains, config.enforce_domain),
+        )
         self.type = config.type
         self.config = config
         self.client = OAuthClient(config, conf)

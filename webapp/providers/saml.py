@@ -9,6 +9,7 @@ import importlib.util
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from webapp.core.email_domains import DomainRule
 from webapp.providers.base import Provider, refuse_unknown_fields
 from webapp.saml import idp_metadata, keys
 from webapp.saml.config import FIELDS, SamlConfig, parse_config
@@ -27,7 +28,11 @@ class SamlProvider(Provider):
     callback_needs_csrf = False
 
     def __init__(self, config: SamlConfig, service_provider: ServiceProvider) -> None:
-        super().__init__(id=config.id, name=config.name)
+        super().__init__(
+            id=config.id,
+            name=config.name,
+            domain_rule=DomainRule(config.domains, config.enforce_domain),
+        )
         self.config = config
         self.service_provider = service_provider
 
@@ -36,6 +41,9 @@ def build(entry: Mapping[str, Any], conf: Settings) -> Provider:
     """Build a provider from its TOML table; raise ConfigError."""
     refuse_unknown_fields(entry, FIELDS)
     config = parse_config(entry)
+    if not conf.is_development and not conf.is_https:
+        # The request cookies are SameSite=None, so Secure; the IdP posts back to us.
+        raise ConfigError(f"provider {config.id!r}: type saml needs an https AUTH_URL")
     if importlib.util.find_spec("saml2") is None:
         raise ConfigError(
             f"provider {config.id!r}: type saml needs pysaml2: install webapp-signin[saml]"

@@ -6,6 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
+
+#: The format of a NameID that names none (SAML core 8.3.1).
+UNSPECIFIED_FORMAT = "urn:oasis:names:tc:SAML:1.1:nameid-format:unspecified"
 
 
 class ResponseRefused(Exception):
@@ -28,9 +32,16 @@ class Identity:
     #: After this the assertion is refused by its time alone (its NotOnOrAfter and the skew).
     usable_until: datetime
     #: The request it answers (its InResponseTo): the browser's cookie for it is spent.
-    request_id: str
+    #: None: unsolicited (IdP-initiated, when the provider allows it).
+    request_id: str | None
     session_index: str | None
     attributes: Mapping[str, tuple[str, ...]]
+    name_id_format: str | None = None
+
+    @property
+    def logout_subject(self) -> str:
+        """The NameID as a session keeps it for single logout (``name_id_key``)."""
+        return name_id_key(self.name_id_format, self.name_id)
 
     @property
     def subject(self) -> str:
@@ -45,3 +56,24 @@ class Identity:
                 if value.strip():
                     return value.strip()
         return None
+
+
+def name_id_key(name_id_format: str | None, name_id: str) -> str:
+    """A NameID as a session keeps it (``provider_sub``): its format, a space, its value.
+    Two NameIDs name the same person only with the same format (SAML core 8.3)."""
+    return f"{name_id_format or UNSPECIFIED_FORMAT} {name_id}"
+
+
+@dataclass(frozen=True)
+class LogoutOrder:
+    """A checked LogoutRequest of the IdP: whose sessions end, and what to answer."""
+
+    request_id: str
+    name_id_key: str
+    #: The IdP's sessions named (none: every session of the NameID).
+    session_indexes: tuple[str, ...]
+    #: After this the request is refused by its time alone: its ID is kept until then.
+    usable_until: datetime
+    relay_state: str | None
+    #: pysaml2's parsed request, which the LogoutResponse answers.
+    message: Any

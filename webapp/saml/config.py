@@ -13,12 +13,12 @@ domains = ["acme.example"]
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from webapp.core.email_domains import domain_of, parse_domain_rule
 from webapp.settings import ConfigError, is_loopback_url
 from webapp.settings.parsers import nearest
 
@@ -28,9 +28,11 @@ FIELDS = (
     "idp_metadata_file",
     "idp_entity_id",
     "domains",
+    "enforce_domain",
     "attributes",
     "sp_key_file",
     "sp_cert_file",
+    "allow_idp_initiated",
 )
 
 #: The attribute names each person's details are looked for under, first found wins: the
@@ -53,9 +55,6 @@ DEFAULT_ATTRIBUTES: Mapping[str, tuple[str, ...]] = {
     ),
 }
 
-#: A DNS name, as ``domains`` lists them (lower case, no trailing dot).
-_DOMAIN = re.compile(r"^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
-
 
 @dataclass(frozen=True)
 class SamlConfig:
@@ -66,17 +65,22 @@ class SamlConfig:
     idp_metadata_file: Path | None
     #: The IdP among the metadata's entities (None: the metadata names exactly one).
     idp_entity_id: str | None
-    #: The e-mail domains the IdP vouches for: only their addresses count as verified.
+    #: The e-mail domains the IdP vouches for: only their addresses count as verified; the
+    #: sign-in page sends them here (docs/how-to/sso-by-domain.md).
     domains: frozenset[str]
+    #: The IdP is the only way in for addresses of ``domains``.
+    enforce_domain: bool
     #: Where each detail is looked for: "email" and "name" -> attribute names.
     attributes: Mapping[str, tuple[str, ...]]
     #: Our key pair's files (None: made for development; refused elsewhere).
     sp_key_file: Path | None
     sp_cert_file: Path | None
+    #: Whether an unsolicited response (IdP-initiated sign-in) is accepted; off by default.
+    allow_idp_initiated: bool = False
 
     def vouches_for(self, address: str) -> bool:
         """Whether the IdP is declared for ``address``'s domain (its verified addresses)."""
-        return address.rpartition("@")[2] in self.domains
+        return domain_of(address) in self.domains
 
 
 def parse_config(entry: Mapping[str, Any]) -> SamlConfig:
@@ -91,17 +95,27 @@ def parse_config(entry: Mapping[str, Any]) -> SamlConfig:
     key, cert = _text(entry, "sp_key_file"), _text(entry, "sp_cert_file")
     if (key is None) != (cert is None):
         raise ConfigError(f"{where}: give both sp_key_file and sp_cert_file, or neither")
+    rule = parse_domain_rule(entry, where)
     return SamlConfig(
         id=entry["id"],
         name=_text(entry, "name") or entry["id"],
         idp_metadata_url=url,
         idp_metadata_file=base / file if file is not None else None,
         idp_entity_id=_text(entry, "idp_entity_id"),
-        domains=_domains(entry, where),
+        domains=rule.domains,
+        enforce_domain=rule.enforce,
         attributes=_attributes(entry, where),
         sp_key_file=base / key if key is not None else None,
         sp_cert_file=base / cert if cert is not None else None,
+        allow_idp_initiated=_flag(entry, "allow_idp_initiated", where),
     )
+
+
+def _flag(entry: Mapping[str, Any], field: str, where: str) -> bool:
+    value = entry.get(field, False)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}: {field} must be true or false")
+    return value
 
 
 def _text(entry: Mapping[str, Any], field: str) -> str | None:
@@ -111,17 +125,6 @@ def _text(entry: Mapping[str, Any], field: str) -> str | None:
     if not isinstance(value, str) or not value.strip():
         raise ConfigError(f"provider {entry['id']!r}: {field} must be a non-empty string")
     return value.strip()
-
-
-def _domains(entry: Mapping[str, Any], where: str) -> frozenset[str]:
-    raw = entry.get("domains", [])
-    if not isinstance(raw, list) or not all(isinstance(d, str) for d in raw):
-        raise ConfigError(f"{where}: domains must be a list of domain names")
-    domains = frozenset(d.strip().lower() for d in raw)
-    wrong = sorted(d for d in domains if not _DOMAIN.fullmatch(d))
-    if wrong:
-        raise ConfigError(f"{where}: domains: {', '.join(map(repr, wrong))} is not a domain name")
-    return domains
 
 
 def _attributes(entry: Mapping[str, Any], where: str) -> Mapping[str, tuple[str, ...]]:

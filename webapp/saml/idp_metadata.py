@@ -1,14 +1,21 @@
-"""The identity provider's metadata (its entity ID, its SSO endpoint, its signing keys):
-read from ``idp_metadata_file`` at start-up, or fetched from ``idp_metadata_url`` when the
-service provider first needs it; ``service_provider`` keeps what it builds from a usable
-document for the process's lifetime, so a failed fetch or an unusable document is tried
-again at the next sign-in. Nothing is fetched at start-up, so an IdP that is down does not
-stop the application. Refreshing it (its own validUntil/cacheDuration, a bound) is to come.
+"""The identity provider's metadata (its entity ID, its SSO and SLO endpoints, its signing
+keys): read from ``idp_metadata_file`` at start-up, or fetched from ``idp_metadata_url``
+when the service provider first needs it. Nothing is fetched at start-up, so an IdP that is
+down does not stop the application.
+
+``service_provider`` keeps what it builds from a usable document until ``refresh_at``: the
+document's own cacheDuration, bounded (``MIN_CACHE``..``MAX_CACHE``, ``DEFAULT_CACHE``
+without one), and never past its validUntil. The first use after that fetches it again (an
+IdP that rolled its signing key over is followed); a fetch or document that fails keeps the
+last good copy in force, logs one warning, and is tried again ``MIN_CACHE`` later, until
+that copy's validUntil, after which the IdP is unavailable.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
 
@@ -19,6 +26,17 @@ from webapp.settings import ConfigError
 
 #: The largest metadata document read: one IdP's is a few kilobytes.
 MAX_BYTES = 1 << 20
+#: How long a metadata document is kept before it is fetched again (see above).
+MIN_CACHE = timedelta(minutes=5)
+MAX_CACHE = timedelta(hours=24)
+DEFAULT_CACHE = timedelta(hours=1)
+#: An xs:duration, as cacheDuration gives it (e.g. PT6H, P1D); no sign, no fractions of
+#: anything but seconds.
+_DURATION = re.compile(
+    r"P(?:(\d{1,9})Y)?(?:(\d{1,9})M)?(?:(\d{1,9})D)?"
+    r"(?:T(?:(\d{1,9})H)?(?:(\d{1,9})M)?(?:(\d{1,9})(?:\.\d{1,9})?S)?)?"
+)
+_SECONDS_PER_PART = (365 * 86400, 30 * 86400, 86400, 3600, 60, 1)
 
 
 class MetadataUnavailable(Exception):
@@ -64,3 +82,21 @@ def _fetch(url: str, timeouts: tuple[float, float]) -> str:
         return body.decode("utf-8")
     except UnicodeDecodeError:
         raise MetadataUnavailable(f"GET {url}: not UTF-8") from None
+
+
+def refresh_at(
+    fetched_at: datetime, cache_duration: str | None, valid_until: datetime | None
+) -> datetime:
+    """When a document fetched at ``fetched_at`` is fetched again: after its cacheDuration
+    (an xs:duration; unreadable or absent: ``DEFAULT_CACHE``) within the bounds, and no
+    later than its validUntil."""
+    found = _DURATION.fullmatch(cache_duration.strip()) if cache_duration else None
+    if found is None or not any(found.groups()):
+        keep = DEFAULT_CACHE
+    else:
+        seconds = sum(
+            int(n or 0) * unit for n, unit in zip(found.groups(), _SECONDS_PER_PART, strict=True)
+        )
+        keep = min(max(timedelta(seconds=seconds), MIN_CACHE), MAX_CACHE)
+    due = fetched_at + keep
+    return min(due, valid_until) if valid_until is not None else due

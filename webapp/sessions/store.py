@@ -312,6 +312,9 @@ class EndedSession:
     provider: str | None = None
     #: The ID token of its sign-in (None: not an OpenID Connect sign-in, or not kept).
     id_token: str | None = None
+    #: The provider's session and subject (``ProviderSession``), for a SAML single logout.
+    provider_sid: str | None = None
+    provider_sub: str | None = None
 
 
 def end_current_session() -> EndedSession | None:
@@ -327,9 +330,16 @@ def end_current_session() -> EndedSession | None:
         row = db.session.execute(
             delete(Session)
             .where(Session.token_hash == hash_token(token))
-            .returning(Session.id, Session.user_id, Session.provider, Session.id_token)
+            .returning(
+                Session.id,
+                Session.user_id,
+                Session.provider,
+                Session.id_token,
+                Session.provider_sid,
+                Session.provider_sub,
+            )
         ).first()
-        ended = EndedSession(row.id, row.user_id, row.provider, row.id_token) if row else None
+        ended = EndedSession(*row) if row else None
     if token:
         _queue_cookie(None)
     g.auth_session = None

@@ -339,6 +339,36 @@ class SpentChallenge(db.Model):
     expires: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
 
 
+class SsoJoin(db.Model):
+    """A provider declared for an e-mail domain joined an existing user by their verified
+    address (docs/how-to/sso-by-domain.md): at most once per user and provider. Undone by
+    the operator, the row stays (``undone_at``) so the join is not made again by itself."""
+
+    __tablename__ = "sso_joins"
+    __table_args__ = (
+        UniqueConstraint("user_id", "provider", name="uq_sso_joins_user_provider"),
+        {"comment": "Existing users joined to a provider by their verified e-mail domain."},
+    )
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True)
+    user_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("users.id", ondelete="CASCADE"), nullable=False
+    )
+    provider: Mapped[str] = mapped_column(String(64), nullable=False, comment="Provider id")
+    email: Mapped[str] = mapped_column(
+        String(320), nullable=False, comment="The verified address the join went by"
+    )
+    account_id: Mapped[int | None] = mapped_column(
+        BigInteger,
+        ForeignKey("accounts.id", ondelete="SET NULL"),
+        comment="The account the join made (NULL once removed)",
+    )
+    joined_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, nullable=False)
+    undone_at: Mapped[datetime | None] = mapped_column(
+        UTCDateTime, comment="When the operator undid it (flask auth sso undo)"
+    )
+
+
 class UsedLogoutToken(db.Model):
     """A back-channel logout token already acted on, kept until it could no longer be
     accepted anyway, so a replay is refused on every instance."""

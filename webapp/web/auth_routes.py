@@ -24,6 +24,7 @@ from webapp.errors import SIGNIN_CODES, code_for, error_page_code, known_code
 from webapp.flows.backchannel import BackchannelLogoutOff, backchannel_logout
 from webapp.flows.bearer import bearer_session_json
 from webapp.flows.provider_tokens import provider_token
+from webapp.flows.saml_logout import LogoutRefused, single_logout
 from webapp.flows.signin import passkey
 from webapp.flows.signin.device import (
     DeviceEnded,
@@ -41,6 +42,7 @@ from webapp.flows.signout import (
     signs_out_at_provider,
     state_cookie_name,
 )
+from webapp.flows.sso.routing import continue_choices
 from webapp.i18n import gettext, ngettext
 from webapp.oauth.logout_token import InvalidLogoutToken
 from webapp.providers import providers, providers_body
@@ -130,6 +132,8 @@ def signin_page() -> str:
         error=code_for(asked) if asked else None,
         callback_url=callback if is_safe_callback_url(callback) else None,
         email=request.args.get("email", "")[:254],
+        # "Continue with" the provider of the address's domain (docs/how-to/sso-by-domain.md).
+        sso_choices=continue_choices(request.args.get("email", "")[:254], asked),
     )
 
 
@@ -171,6 +175,26 @@ def saml_metadata(provider_id: str) -> Response:
     return current_app.response_class(
         provider.service_provider.metadata_xml(), mimetype="application/samlmetadata+xml"
     )
+
+
+@bp.get("/saml/<provider_id>/slo", provide_automatic_options=False)
+def saml_single_logout(provider_id: str) -> Response:
+    # The IdP's LogoutResponse to our sign-out, or its own LogoutRequest (HTTP-Redirect):
+    # the signature over the query string as received is the proof.
+    provider = providers().get(provider_id)
+    if not isinstance(provider, SamlProvider):
+        abort(404)
+    try:
+        destination = single_logout(
+            provider,
+            request.query_string.decode("latin-1"),
+            is_response="SAMLResponse" in request.args,
+        )
+    except LogoutRefused as exc:
+        transactions.discard()
+        log.warning("%s", encode(str(exc)))
+        abort(400)
+    return redirect(destination, code=302)
 
 
 @bp.get("/webauthn-options/<provider_id>", provide_automatic_options=False)

@@ -35,6 +35,7 @@ from webapp.core.redirects import safe_callback_url
 from webapp.errors import AuthError
 from webapp.flows.signin.finish import finish_signin
 from webapp.flows.signin.identity import resolve_user
+from webapp.flows.sso import routing
 from webapp.i18n import format_moment, ngettext
 from webapp.mail.delivery import SIGNIN_MESSAGE, DeliveryError, Mailer
 from webapp.mail.email_addresses import InvalidAddress, normalize_email
@@ -84,7 +85,8 @@ def start_email_signin(
     purpose: str | None = None,
     signed_in_as: str | None = None,
 ) -> str:
-    """Send a sign-in link and code to ``email``; return the verify-request URL.
+    """Send a sign-in link and code to ``email``; return the verify-request URL, or, for an
+    address whose domain belongs to a provider (``domains``), the sign-in page offering it.
 
     ``purpose`` (one of ``PURPOSES``) words the message and the page for a confirmation,
     but only for the address of the browser's own session (``signed_in_as``): nobody can
@@ -101,6 +103,14 @@ def start_email_signin(
     except InvalidAddress as exc:
         trail.record(trail.Event.EMAIL_REQUESTED, provider=provider_id, error="EmailSignin")
         raise AuthError("EmailSignin", f"invalid address: {exc}") from None
+    domain_provider = routing.provider_for(address)
+    if domain_provider is not None:
+        # Its domain signs in through its provider: the sign-in page offers it (``provider``
+        # names it for scripts). No message, no row, no user lookup: the answer is the same
+        # for every address of the domain.
+        return urls.page_url(
+            "signin", provider=domain_provider.id, email=address, callbackUrl=callback_url
+        )
     purpose = purpose_of(purpose) if _same_address(signed_in_as, address) else None
     answer = urls.page_url("verify-request", provider=provider_id, type="email", purpose=purpose)
     if _throttled(address, ip, provider_id):

@@ -19,6 +19,7 @@ from webapp.core.hooks import current_hooks, signed_in
 from webapp.core.redirects import resolve_redirect
 from webapp.errors import AuthError
 from webapp.flows import notices
+from webapp.flows.sso import routing
 from webapp.providers import providers
 from webapp.second_factor import pending_signin
 from webapp.second_factor.pending_signin import Signin
@@ -50,6 +51,9 @@ def finish_signin(
     refusal by the hook (``AccessDenied``, or a URL to go to instead) discards everything
     the sign-in wrote: no user, account or session is left behind.
     """
+    # Whichever way in found the user (a passkey, an account linked before): an address of
+    # a domain with enforce_domain signs in through its provider only.
+    routing.refuse_other_ways_in(provider, user.email if user.email_verified else None)
     hook = current_hooks().signin
     if hook is not None:
         verdict = hook(user=user, provider=provider, profile=dict(profile or {}))

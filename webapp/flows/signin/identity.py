@@ -31,6 +31,7 @@ from webapp.core.clock import utcnow
 from webapp.core.hooks import UserInfo, account_linked, user_created
 from webapp.errors import AuthError
 from webapp.flows import notices
+from webapp.flows.sso import joins, routing
 from webapp.mail.email_addresses import address_or_none
 from webapp.settings import current_settings
 from webapp.storage import transactions
@@ -72,6 +73,8 @@ def resolve_user(
     if info.email is not None and address_or_none(info.email) != info.email:
         # Each flow normalises its source's address; this is the last check before a row.
         raise AuthError(create_error, "the address is not in the normal form")
+    # Before anything is written: a domain with enforce_domain has one way in.
+    routing.refuse_other_ways_in(provider, info.email)
     for attempt in range(2):
         try:
             with db.session.begin_nested():
@@ -144,13 +147,18 @@ def _resolve_once(
         _confirm_address(current, info)
         return resolved
 
-    if owner is not None:
-        if not allow_email_linking:
+    if owner is not None and email is not None:
+        # A provider declared for the address's domain joins its owner, once.
+        by_domain = joins.may_join(provider, owner, email)
+        if not (allow_email_linking or by_domain):
             # The claim is verified, so this tells the prover only what they proved.
             raise AuthError(
                 "OAuthAccountNotLinked", f"{provider} account e-mail belongs to another user"
             )
-        return _link(owner, provider, provider_type, subject, tokens, is_new_user=False)
+        resolved = _link(owner, provider, provider_type, subject, tokens, is_new_user=False)
+        if by_domain:
+            joins.record_join(resolved.account, email)
+        return resolved
 
     # A new user, whether or not someone else owns an unverified claim's address: the
     # answer must not depend on it (a prober would learn who has an account).

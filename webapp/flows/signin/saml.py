@@ -1,5 +1,6 @@
-"""SAML 2.0 sign-in (SP-initiated): send the browser to the IdP with an AuthnRequest, check
-the response it comes back with.
+"""SAML 2.0 sign-in: send the browser to the IdP with an AuthnRequest, check the response it
+comes back with (or, with ``allow_idp_initiated``, an unsolicited one, which lands on the
+default page).
 
 The request's ID is kept in this browser (``saml_requests``, a sealed cookie); the
 response must answer one of this browser's requests (InResponseTo) and pass every check of
@@ -8,13 +9,17 @@ in the database (``spent_saml_assertions``), so a second use is refused on every
 Any failure is an ``AuthError``: ``OAuthSignin`` before the browser leaves,
 ``OAuthCallback`` after, ``OAuthCreateAccount``/``OAuthAccountNotLinked`` from the linking
 rules; nothing is stored then. The identity is the IdP's entity ID and the NameID; an
-address counts as verified only in the domains the provider is declared for.
+address counts as verified only in the domains the provider is declared for. The session
+keeps the NameID (with its format) and the SessionIndex for single logout
+(``webapp.flows.saml_logout``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Mapping
+from datetime import datetime
 
 from sqlalchemy import insert
 from sqlalchemy.exc import IntegrityError
@@ -29,11 +34,14 @@ from webapp.flows.signin.identity import resolve_user
 from webapp.mail.email_addresses import address_or_none
 from webapp.providers.saml import SamlProvider
 from webapp.saml.assertion import Identity, IdpUnavailable, ResponseRefused
-from webapp.sessions.store import current_session
+from webapp.sessions.store import ProviderSession, current_session
 from webapp.storage.db import db
 from webapp.storage.models import SpentSamlAssertion
 
-#: The longest identity an ``accounts`` row holds (entity ID, a space, the NameID).
+log = logging.getLogger(__name__)
+
+#: The longest identity an ``accounts`` row holds (entity ID, a space, the NameID); and
+#: the longest NameID (with its format) and SessionIndex a session keeps for single logout.
 MAX_SUBJECT = 255
 
 
@@ -62,7 +70,8 @@ def complete_saml_callback(provider: SamlProvider, *, saml_response: str) -> str
         identity = provider.service_provider.check_response(saml_response, pending)
     except (ResponseRefused, IdpUnavailable) as exc:
         raise AuthError("OAuthCallback", f"{provider.id}: SAML response: {exc}") from exc
-    saml_requests.spend(provider.id, identity.request_id)
+    if identity.request_id is not None:
+        saml_requests.spend(provider.id, identity.request_id)
     _spend_assertion(provider.id, identity)
     subject = identity.subject
     if len(subject) > MAX_SUBJECT:
@@ -85,27 +94,47 @@ def complete_saml_callback(provider: SamlProvider, *, saml_response: str) -> str
         is_new_user=resolved.is_new_user,
         provider=provider.id,
         amr=("fed",),
-        callback_url=pending[identity.request_id],
+        # Unsolicited: the default page (the IdP's RelayState is not a URL we trust).
+        callback_url=pending[identity.request_id] if identity.request_id else None,
         profile={
             "name_id": identity.name_id,
             "idp": identity.idp_entity_id,
             "attributes": {name: list(values) for name, values in identity.attributes.items()},
         },
+        provider_session=_provider_session(provider, identity),
     )
+
+
+def _provider_session(provider: SamlProvider, identity: Identity) -> ProviderSession | None:
+    """The NameID (with its format) and SessionIndex single logout names the session by;
+    None (no single logout for it) when either is longer than a session row keeps."""
+    subject, index = identity.logout_subject, identity.session_index
+    if len(subject) > MAX_SUBJECT or (index is not None and len(index) > MAX_SUBJECT):
+        log.warning("%s: NameID or SessionIndex too long for single logout", provider.id)
+        return None
+    return ProviderSession(sid=index, sub=subject, id_token=None)
 
 
 def _spend_assertion(provider_id: str, identity: Identity) -> None:
     """Record the assertion as used; raise AuthError if it was used before (anywhere)."""
-    digest = hashlib.sha256(identity.assertion_id.encode()).hexdigest()
+    if not spend_once(provider_id, identity.assertion_id, identity.usable_until):
+        raise AuthError("OAuthCallback", f"{provider_id}: assertion used before")
+
+
+def spend_once(provider_id: str, message_id: str, expires: datetime) -> bool:
+    """Record a SAML message's ID (an assertion's, a LogoutRequest's: the IdP makes them
+    unique) as used, on every instance, until ``expires``; False if it was used before."""
+    digest = hashlib.sha256(message_id.encode()).hexdigest()
     try:
         with db.session.begin_nested():
             db.session.execute(
                 insert(SpentSamlAssertion).values(
-                    provider=provider_id, assertion_hash=digest, expires=identity.usable_until
+                    provider=provider_id, assertion_hash=digest, expires=expires
                 )
             )
     except IntegrityError:
-        raise AuthError("OAuthCallback", f"{provider_id}: assertion used before") from None
+        return False
+    return True
 
 
 def _user_info(provider: SamlProvider, identity: Identity) -> UserInfo:

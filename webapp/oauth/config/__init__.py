@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from webapp.core.email_domains import parse_domain_rule
 from webapp.oauth.config import sections
 from webapp.oauth.config.client_credentials import client_credentials
 from webapp.oauth.config.model import BEARER_MODES, LOGOUT_MODES, OAuthConfig
@@ -41,6 +42,7 @@ def parse_config(entry: Mapping[str, Any]) -> OAuthConfig:
     client = client_credentials(table)
     bearer = sections.bearer_tokens(table, client.client_id, features["introspection_endpoint"])
     presentation = sections.presentation(table)
+    domain_rule = parse_domain_rule(entry, where)
     return OAuthConfig(
         id=entry["id"],
         type=kind,
@@ -49,6 +51,8 @@ def parse_config(entry: Mapping[str, Any]) -> OAuthConfig:
         revoke_on_signout=table.flag("revoke_on_signout"),
         allow_insecure=allow_insecure,
         preset=preset,
+        domains=domain_rule.domains,
+        enforce_domain=domain_rule.enforce,
         **discovery,
         **sign_in,
         **features,

@@ -66,3 +66,8 @@ class OAuthConfig:
     allow_insecure: bool = False
     logo: str | None = None
     preset: Preset | None = None
+    #: The e-mail domains the sign-in page sends here (docs/how-to/sso-by-domain.md); an
+    #: address counts as verified only as ``email_verified`` says, whatever its domain.
+    domains: frozenset[str] = frozenset()
+    #: The provider is the only way in for addresses of ``domains``.
+    enforce_domain: bool = False

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from webapp.core import email_domains
 from webapp.oauth.metadata import url_allowed
 from webapp.oauth.presets import Preset
 from webapp.settings import ConfigError
@@ -49,6 +50,7 @@ FIELDS = frozenset(
         "response_mode",
         "profile",
         "logo",
+        *email_domains.FIELDS,
     }
 )
 
