@@ -23,6 +23,8 @@ from flask import Flask
 from flask.testing import FlaskClient
 from freezegun import freeze_time
 
+from webapp.metrics.families import REGISTRY
+
 from ..support.oauth import error_of
 from .signin_steps import assert_refused, counts, post_response, start
 from .simplesamlphp import SP_ID, SimpleSamlIdp
@@ -85,13 +87,21 @@ def saml_app_at(make_oauth_app: Callable[..., Flask], url: str) -> Flask:
     return make_oauth_app([{"id": SP_ID, "type": "saml", "idp_metadata_url": url}])
 
 
+def metadata_fetches() -> float:
+    """How many times the metrics say the IdP's metadata was fetched, in this process."""
+    labels = {"provider": SP_ID, "endpoint": "saml_metadata", "outcome": "ok"}
+    return REGISTRY.get_sample_value("auth_provider_requests_total", labels) or 0.0
+
+
 def test_a_key_rollover_at_the_idp_is_followed_once_the_metadata_is_due(
     make_oauth_app: Callable[..., Flask], rotated_idp: SimpleSamlIdp
 ) -> None:
     app = saml_app_at(make_oauth_app, rotated_idp.metadata_url)
     client = app.test_client()
+    fetched_before = metadata_fetches()
     posted = rotated_idp.login(start(client), "ann")
     assert error_of(post_response(client, posted.saml_response)) is None
+    assert metadata_fetches() == fetched_before + 1
     old_metadata = rotated_idp.metadata()
     rotated_idp.rotate_key()
     assert rotated_idp.metadata() != old_metadata
@@ -100,6 +110,7 @@ def test_a_key_rollover_at_the_idp_is_followed_once_the_metadata_is_due(
     other = app.test_client()
     posted = rotated_idp.login(start(other), "ann")
     assert_refused(app, other, post_response(other, posted.saml_response), counts(app))
+    assert metadata_fetches() == fetched_before + 1
 
     # Past it (no cacheDuration: the default hour), the next sign-in fetches the new key.
     with freeze_time(datetime.now(UTC) + timedelta(hours=1, minutes=1)):
@@ -107,6 +118,7 @@ def test_a_key_rollover_at_the_idp_is_followed_once_the_metadata_is_due(
     posted = rotated_idp.login(redirect, "ann")
     assert error_of(post_response(other, posted.saml_response)) is None
     assert other.get("/auth/session").json is not None
+    assert metadata_fetches() == fetched_before + 2
 
 
 def test_a_failing_metadata_url_leaves_the_last_good_copy_until_its_valid_until(

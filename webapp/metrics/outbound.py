@@ -1,5 +1,6 @@
 """What leaves the app, timed and counted where it goes out: each HTTP request to an identity
-provider (``webapp.oauth``: ``timed_request`` around each one) and each message handed to
+provider (``webapp.oauth``, and ``webapp.saml`` for its IdP's metadata: ``timed_request``
+around each one) and each message handed to
 the mail transport (``webapp.mail``: ``delivering``).
 
 A provider request is named by the provider's configured id and the endpoint's name in
@@ -39,6 +40,7 @@ ENDPOINTS = frozenset(
         "introspection",
         "userinfo",
         "profile",  # a preset's other profile calls (GitHub's e-mail addresses)
+        "saml_metadata",  # a SAML identity provider's metadata document
     }
 )
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import requests
 
+from webapp.metrics.outbound import timed_request
 from webapp.saml.config import SamlConfig
 from webapp.settings import ConfigError
 
@@ -50,7 +51,7 @@ def source(config: SamlConfig, timeouts: tuple[float, float]) -> Callable[[], st
         text = _read_file(config.id, config.idp_metadata_file)
         return lambda: text
     assert config.idp_metadata_url is not None
-    return partial(_fetch, config.idp_metadata_url, timeouts)
+    return partial(_fetch, config.id, config.idp_metadata_url, timeouts)
 
 
 def _read_file(provider_id: str, path: Path) -> str:
@@ -65,10 +66,12 @@ def _read_file(provider_id: str, path: Path) -> str:
     return text
 
 
-def _fetch(url: str, timeouts: tuple[float, float]) -> str:
-    """``url``'s document; raise MetadataUnavailable."""
+def _fetch(provider_id: str, url: str, timeouts: tuple[float, float]) -> str:
+    """``url``'s document (counted as ``provider_id``'s ``saml_metadata`` request); raise
+    MetadataUnavailable."""
+    get = partial(requests.get, url, timeout=timeouts, allow_redirects=False, stream=True)
     try:
-        with requests.get(url, timeout=timeouts, allow_redirects=False, stream=True) as answer:
+        with timed_request(provider_id, "saml_metadata", get) as answer:
             if answer.status_code != 200:
                 raise MetadataUnavailable(f"GET {url}: HTTP {answer.status_code}")
             body = b""
