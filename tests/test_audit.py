@@ -564,8 +564,9 @@ def test_recent_activity_shows_the_latest_5_and_more_20_at_a_time(
     app = password_app()
     client = app.test_client()
     start = datetime(2026, 3, 1, 12, tzinfo=UTC)
-    for minute in range(25):
-        with freeze_time(start + timedelta(minutes=minute)):
+    with freeze_time(start) as clock:  # one clock, moved: a new freeze_time each costs ~20 ms
+        for minute in range(25):
+            clock.move_to(start + timedelta(minutes=minute))
             sign_in(
                 client,
                 "ann@example.com",

@@ -49,50 +49,54 @@ def user_id(app, email="ann@example.com") -> int:
 
 
 def test_a_session_read_every_day_ends_at_day_90(app, client, auth, count_sql):
-    with freeze_time(START):
+    # One frozen clock, moved along: entering freeze_time afresh for each of the 180 reads
+    # costs seconds (it patches every module loaded).
+    with freeze_time(START) as clock:
         r = auth.signin()
-    [cookie] = session_cookies(r)
-    assert cookie_expires(cookie) == START + 30 * DAY
-    token = auth.session_cookie()
+        [cookie] = session_cookies(r)
+        assert cookie_expires(cookie) == START + 30 * DAY
+        token = auth.session_cookie()
 
-    for day in range(1, 90):
-        # Each daily read is due for an extension: one SELECT and one UPDATE, and while the
-        # expiry moves (to day 60) its record in the audit trail, one INSERT in the UPDATE's
-        # transaction (SQLite's BEGIN IMMEDIATE is its only other statement).
-        with freeze_time(START + day * DAY), count_sql() as sql:
-            r = client.get("/auth/session")
-        assert r.json is not None, day
-        kinds = [s.split()[0].upper() for s in sql.statements if s != "BEGIN IMMEDIATE"]
-        moved = ["INSERT"] if day <= 60 else []
-        assert kinds == ["SELECT", "UPDATE", *moved], (day, sql.statements)
-        expires = min(START + (day + 30) * DAY, START + ABSOLUTE)
-        assert r.json["expires"] == expires.isoformat()[:19] + ".000Z", day
-        sent = session_cookies(r)
-        # The expiry stops moving at the absolute end (day 60 reaches it): from then on the
-        # cookie is not re-sent, and its Expires never passes created_at + 90 days.
-        assert len(sent) == (1 if day <= 60 else 0), day
-        for header in sent:
-            assert cookie_expires(header) == expires <= START + ABSOLUTE, day
-        # Later the same day: the hot read, one statement and no write, even near the end.
-        with freeze_time(START + day * DAY + timedelta(hours=1)), count_sql() as sql:
-            r = client.get("/auth/session")
-        assert r.json is not None and session_cookies(r) == []
-        assert len(sql.statements) == 1 and sql.writes == [], (day, sql.statements)
+        for day in range(1, 90):
+            # Each daily read is due for an extension: one SELECT and one UPDATE, and while the
+            # expiry moves (to day 60) its record in the audit trail, one INSERT in the UPDATE's
+            # transaction (SQLite's BEGIN IMMEDIATE is its only other statement).
+            clock.move_to(START + day * DAY)
+            with count_sql() as sql:
+                r = client.get("/auth/session")
+            assert r.json is not None, day
+            kinds = [s.split()[0].upper() for s in sql.statements if s != "BEGIN IMMEDIATE"]
+            moved = ["INSERT"] if day <= 60 else []
+            assert kinds == ["SELECT", "UPDATE", *moved], (day, sql.statements)
+            expires = min(START + (day + 30) * DAY, START + ABSOLUTE)
+            assert r.json["expires"] == expires.isoformat()[:19] + ".000Z", day
+            sent = session_cookies(r)
+            # The expiry stops moving at the absolute end (day 60 reaches it): from then on the
+            # cookie is not re-sent, and its Expires never passes created_at + 90 days.
+            assert len(sent) == (1 if day <= 60 else 0), day
+            for header in sent:
+                assert cookie_expires(header) == expires <= START + ABSOLUTE, day
+            # Later the same day: the hot read, one statement and no write, even near the end.
+            clock.move_to(START + day * DAY + timedelta(hours=1))
+            with count_sql() as sql:
+                r = client.get("/auth/session")
+            assert r.json is not None and session_cookies(r) == []
+            assert len(sql.statements) == 1 and sql.writes == [], (day, sql.statements)
 
-    [row] = rows(app)
-    assert row.expires == START + ABSOLUTE
-    assert row.last_active_at == START + 89 * DAY  # activity still recorded near the end
+        [row] = rows(app)
+        assert row.expires == START + ABSOLUTE
+        assert row.last_active_at == START + 89 * DAY  # activity still recorded near the end
 
-    with freeze_time(START + ABSOLUTE - timedelta(seconds=1)):
+        clock.move_to(START + ABSOLUTE - timedelta(seconds=1))
         assert client.get("/auth/session").json is not None
-    with freeze_time(START + ABSOLUTE):
+        clock.move_to(START + ABSOLUTE)
         # The browser drops the cookie at its Expires; a stale client still sends it.
         client.set_cookie("auth.session-token", token)
         r = client.get("/auth/session")
-    assert r.json is None
-    [cleared] = session_cookies(r)
-    assert "Max-Age=0" in cleared
-    assert rows(app) == []
+        assert r.json is None
+        [cleared] = session_cookies(r)
+        assert "Max-Age=0" in cleared
+        assert rows(app) == []
 
 
 def test_the_absolute_lifetime_is_a_setting(make_app):
@@ -194,8 +198,9 @@ def test_51_sign_ins_leave_50_sessions_and_end_the_least_recently_used(app, coun
     with freeze_time(START):
         first_token = fresh_signin(first)  # the oldest session
     tokens = {}
-    for i in range(1, 50):
-        with freeze_time(START + i * timedelta(minutes=1)):
+    with freeze_time(START) as clock:  # one clock, moved: a new freeze_time each costs ~20 ms
+        for i in range(1, 50):
+            clock.move_to(START + i * timedelta(minutes=1))
             tokens[i] = fresh_signin(churn)
     ann = user_id(app)
     assert len(rows(app, user_id=ann)) == 50
