@@ -1,6 +1,6 @@
 """The app registered at SimpleSAMLphp as ``KEYED_SP_ID`` (our key pair known to the IdP:
-encrypted assertions, single logout), and the browser's steps at it (Flask test client),
-for the encryption, logout and metadata tests."""
+encrypted assertions, single logout), and the browser's steps at it (Flask test client)
+and at the IdP (``idp_redirect``), for the encryption, logout, metadata and walk tests."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
+import requests
 from flask import Flask
 from flask.testing import FlaskClient
 
@@ -64,3 +65,20 @@ def app_path(url: str) -> str:
     parts = urlsplit(url)
     assert parts.netloc == "localhost", url
     return f"{parts.path}?{parts.query}" if parts.query else parts.path
+
+
+def sign_out(client: FlaskClient) -> Any:
+    csrf = client.get("/auth/csrf").json["csrfToken"]  # type: ignore[index]
+    return client.post("/auth/signout", data={"csrfToken": csrf, "callbackUrl": DESTINATION})
+
+
+def idp_redirect(idp: SimpleSamlIdp, browser: requests.Session, url: str) -> str:
+    """GET ``url`` at the IdP, following its redirects within it; return where it sends
+    the browser next (to us, or the RelayState)."""
+    for _ in range(5):
+        answer = browser.get(url, allow_redirects=False, timeout=10)
+        assert answer.status_code in (302, 303), answer.text[:2000]
+        url = str(answer.headers["Location"])
+        if not url.startswith(idp.base_url + "module.php/"):
+            return url
+    raise AssertionError(f"the IdP keeps redirecting: {url}")

@@ -19,7 +19,6 @@ import zlib
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 from urllib.parse import parse_qsl, quote_plus, urlsplit
 
 import pytest
@@ -27,12 +26,19 @@ import requests
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from flask import Flask
-from flask.testing import FlaskClient
 
 from webapp.storage.models import Session, SpentSamlAssertion
 
 from ..support.rows import row_count
-from .keyed_steps import DESTINATION, app_path, keyed_app, sign_in, start
+from .keyed_steps import (
+    DESTINATION,
+    app_path,
+    idp_redirect,
+    keyed_app,
+    sign_in,
+    sign_out,
+    start,
+)
 from .simplesamlphp import KEYED_SLO_URL, SimpleSamlIdp
 
 pytestmark = pytest.mark.e2e
@@ -41,23 +47,6 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture
 def app(make_oauth_app: Callable[..., Flask], simplesamlphp: SimpleSamlIdp) -> Flask:
     return keyed_app(make_oauth_app, simplesamlphp)
-
-
-def sign_out(client: FlaskClient) -> Any:
-    csrf = client.get("/auth/csrf").json["csrfToken"]  # type: ignore[index]
-    return client.post("/auth/signout", data={"csrfToken": csrf, "callbackUrl": DESTINATION})
-
-
-def idp_redirect(idp: SimpleSamlIdp, browser: requests.Session, url: str) -> str:
-    """GET ``url`` at the IdP, following its redirects within it; return where it sends
-    the browser next (to us, or the RelayState)."""
-    for _ in range(5):
-        answer = browser.get(url, allow_redirects=False, timeout=10)
-        assert answer.status_code in (302, 303), answer.text[:2000]
-        url = str(answer.headers["Location"])
-        if not url.startswith(idp.base_url + "module.php/"):
-            return url
-    raise AssertionError(f"the IdP keeps redirecting: {url}")
 
 
 def idp_logout_request(idp: SimpleSamlIdp, browser: requests.Session) -> str:

@@ -18,9 +18,16 @@ from webapp.storage.models import Session, User, VerificationToken
 from ..support.mail import Mailbox
 from ..support.oauth import error_of
 from ..support.rows import row_count
-from .keyed_steps import DESTINATION, app_path, keyed_entry, post_response, start
+from .keyed_steps import (
+    DESTINATION,
+    app_path,
+    idp_redirect,
+    keyed_entry,
+    post_response,
+    sign_out,
+    start,
+)
 from .simplesamlphp import KEYED_SLO_URL, KEYED_SP_ID, SimpleSamlIdp
-from .test_saml_logout import idp_redirect, sign_out
 
 pytestmark = pytest.mark.e2e
 
