@@ -124,6 +124,7 @@ def csrf_view() -> Response:
 def signin_page() -> str:
     asked = request.args.get("error")
     callback = callback_url_param()
+    email = request.args.get("email", "")[:254]
     return render_template(
         "auth/signin.html",
         providers=list(providers().values()),
@@ -131,9 +132,9 @@ def signin_page() -> str:
         error_code=known_code(asked),
         error=code_for(asked) if asked else None,
         callback_url=callback if is_safe_callback_url(callback) else None,
-        email=request.args.get("email", "")[:254],
+        email=email,
         # "Continue with" the provider of the address's domain (docs/how-to/sso-by-domain.md).
-        sso_choices=continue_choices(request.args.get("email", "")[:254], asked),
+        sso_choices=continue_choices(email, asked),
     )
 
 
