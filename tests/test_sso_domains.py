@@ -35,6 +35,7 @@ from webapp.storage.models import (
 )
 
 from .saml.simplesamlphp import SP_ID
+from .saml.static_idp import idp_metadata_file
 from .support import oauth as op_support
 from .support.mail import EmailActions, Mailbox, code_of, link_of
 from .support.oauth import Browser, NodeOP, error_of, query_of
@@ -150,8 +151,7 @@ def test_a_domain_two_providers_declare_stops_start_up(
         "client_secret": "s3cret",
         "domains": ["acme.example"],
     }
-    metadata = tmp_path / "idp.xml"
-    metadata.write_text("<EntityDescriptor/>")
+    metadata = idp_metadata_file(tmp_path, "https://idp.invalid/sso")
     saml = {
         "id": "acme-saml",
         "type": "saml",

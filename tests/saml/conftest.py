@@ -1,8 +1,9 @@
 """For tests/saml: the app with the SimpleSAMLphp IdP as its saml provider (``saml_app``),
 and pysaml2's leftovers kept within these tests.
 
-pysaml2 leaves its temporary copies of the IdP's certificates open when it refuses some
-responses (``sigver.SecurityContext._check_signature`` raises with them in hand); the
+pysaml2 leaves its temporary copies of the IdP's certificates, and of a document whose
+signature fails, open when it refuses them (``sigver.SecurityContext._check_signature``
+and ``CryptoBackendXmlSec1.validate_signature`` raise with them in hand); the
 garbage collector closes them later, with a ResourceWarning, in whatever test then runs.
 Here that warning is ignored, and each module ends with a collection, so that none is left
 for the modules after.
@@ -21,7 +22,7 @@ from .signin_steps import provider_entry
 from .simplesamlphp import SimpleSamlIdp
 
 PYSAML2_TEMP_FILES = pytest.mark.filterwarnings(
-    r"ignore:unclosed file <_io\.\w+ name='[^']*\.pem'.*:ResourceWarning"
+    r"ignore:unclosed file <_io\.\w+ name='[^']*\.(pem|xml)'.*:ResourceWarning"
 )
 
 

@@ -19,9 +19,10 @@ from xml.dom import minidom
 
 SAMLP = "urn:oasis:names:tc:SAML:2.0:protocol"
 SAML = "urn:oasis:names:tc:SAML:2.0:assertion"
+MD = "urn:oasis:names:tc:SAML:2.0:metadata"
 DS = "http://www.w3.org/2000/09/xmldsig#"
 #: The elements whose ID attribute a signature may reference (for xmlsec1).
-SIGNED_ELEMENTS = (f"{SAMLP}:Response", f"{SAML}:Assertion")
+SIGNED_ELEMENTS = (f"{SAMLP}:Response", f"{SAML}:Assertion", f"{MD}:EntityDescriptor")
 _SIGNATURE = re.compile(r"<ds:Signature\b.*?</ds:Signature>", re.S)
 _XML_DECLARATION = re.compile(r"^<\?xml[^>]*\?>\s*")
 _NAME_ID = re.compile(r"(<saml:NameID\b[^>]*>)([^<]*)(</saml:NameID>)")
@@ -195,6 +196,55 @@ def _evil(assertion: minidom.Element, name_id: str, *, signed: bool) -> minidom.
     evil.setAttribute("ID", EVIL_ID + "-assertion")
     evil.getElementsByTagNameNS(SAML, "NameID")[0].firstChild.data = name_id
     return evil
+
+
+# -- metadata signature wrapping ------------------------------------------------------------
+#: How an IdP's genuine signed metadata is carried inside an attacker's unsigned document,
+#: which names the same IdP with the attacker's key and single sign-on URL
+#: (``metadata_wrapped``).
+METADATA_WRAPPINGS = ("signed entity first", "signature lifted", "signature lifted, same ID")
+EVIL_METADATA_ID = "_evil-metadata"
+
+
+def metadata_wrapped(genuine_xml: str, evil_xml: str, wrapping: str) -> str:
+    """``evil_xml`` (an EntityDescriptor) with ``genuine_xml`` (signed) in its Extensions:
+    - "signed entity first": the genuine keeps its signature, and a copy of that signature,
+      made to name the evil root, follows the Extensions (a checker that verifies the first
+      signature of the document and trusts the root is fooled);
+    - "signature lifted": the genuine's signature is the evil root's first child, still
+      naming the genuine (it holds; a checker that does not ask what it covers is fooled);
+    - "signature lifted, same ID": the same, the evil root taking the genuine's ID (which of
+      the two the ID names is left to the verifier)."""
+    document = minidom.parseString(evil_xml)
+    evil = document.documentElement
+    genuine = document.importNode(minidom.parseString(genuine_xml).documentElement, True)
+    signature = _child(genuine, DS, "Signature")
+    extensions = document.createElementNS(MD, "md:Extensions")
+    evil.insertBefore(extensions, evil.firstChild)
+    if wrapping == "signed entity first":
+        evil.setAttribute("ID", EVIL_METADATA_ID)
+        copy = signature.cloneNode(True)
+        copy.getElementsByTagNameNS(DS, "Reference")[0].setAttribute("URI", f"#{EVIL_METADATA_ID}")
+        extensions.appendChild(genuine)
+        evil.insertBefore(copy, extensions.nextSibling)
+    else:
+        assert wrapping in METADATA_WRAPPINGS
+        genuine.removeChild(signature)
+        same_id = wrapping.endswith("same ID")
+        evil.setAttribute("ID", genuine.getAttribute("ID") if same_id else EVIL_METADATA_ID)
+        extensions.appendChild(genuine)
+        evil.insertBefore(signature, extensions)
+    return str(document.documentElement.toxml())
+
+
+def with_signature_certificate(xml: str, cert: Path) -> str:
+    """``xml`` with its first signature's KeyInfo naming ``cert`` (what it signs unchanged)."""
+
+    def change(document: minidom.Document) -> None:
+        key_info = element(document, DS, "Signature").getElementsByTagNameNS(DS, "X509Certificate")
+        key_info[0].firstChild.data = pem_body(cert)
+
+    return edited(xml, change)
 
 
 # -- signing with xmlsec1 --------------------------------------------------------------------

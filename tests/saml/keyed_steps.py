@@ -28,6 +28,7 @@ def keyed_entry(idp: SimpleSamlIdp, *, own_keys: bool = True, **fields: Any) -> 
         "type": "saml",
         "name": "Acme keyed",
         "idp_metadata_url": idp.metadata_url,
+        "idp_metadata_cert_file": str(idp.metadata_signing_pair[1]),
         "domains": ["acme.example"],
         **keys,
         **fields,

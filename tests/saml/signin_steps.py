@@ -23,12 +23,14 @@ DESTINATION = "/account"
 
 
 def provider_entry(idp: SimpleSamlIdp) -> dict[str, Any]:
-    """The app's provider table for ``idp`` (``SP_ID``, its metadata from its URL)."""
+    """The app's provider table for ``idp`` (``SP_ID``, its metadata from its URL, its
+    signature checked)."""
     return {
         "id": SP_ID,
         "type": "saml",
         "name": "Acme staff",
         "idp_metadata_url": idp.metadata_url,
+        "idp_metadata_cert_file": str(idp.metadata_signing_pair[1]),
         "domains": ["acme.example"],
     }
 

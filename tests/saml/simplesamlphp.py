@@ -5,12 +5,13 @@ provider on loopback, for tests/saml.
 points PHP there; /etc/simplesamlphp is never read): ``config.php`` (the IdP on, its files
 under the work folder, no network calls), ``authsources.php`` (``exampleauth:UserPass``
 with ``USERS``), the hosted IdP's metadata with a signing key and certificate made for
-this test session (openssl), and our service provider twice in ``saml20-sp-remote``:
-``SP_ID`` at the test app's ``AUTH_URL``, and ``KEYED_SP_ID``, whose key pair (made here
-too, ``sp_key_pair``) the IdP knows: it encrypts assertions to it, and single logout is on
-both ways, signed and checked. Then it runs PHP's built-in server on a free loopback port
-over the package's ``www`` folder until ``stop``. ``rotate_key`` gives the IdP a new
-signing key (its metadata follows at once).
+this test session (openssl) and the document it serves signed by another key pair
+(``metadata_signing_pair``, as a federation signs), and our service provider twice in
+``saml20-sp-remote``: ``SP_ID`` at the test app's ``AUTH_URL``, and ``KEYED_SP_ID``,
+whose key pair (made here too, ``sp_key_pair``) the IdP knows: it encrypts assertions to
+it, and single logout is on both ways, signed and checked. Then it runs PHP's built-in
+server on a free loopback port over the package's ``www`` folder until ``stop``.
+``rotate_key`` gives the IdP a new signing key (its metadata follows at once).
 
 ``login`` plays the browser at the IdP: it follows the app's redirect (the AuthnRequest,
 HTTP-Redirect binding), posts the user name and password to the login form, and returns
@@ -142,6 +143,7 @@ class SimpleSamlIdp:
             (self.workdir / sub).mkdir(parents=True, exist_ok=True)
         self._make_key()
         self._make_key("sp")
+        self._make_key("metadata")
         self._write_config()
         log = (self.workdir / "log" / "php-server.log").open("ab")
         self.process = subprocess.Popen(
@@ -167,6 +169,11 @@ class SimpleSamlIdp:
     def signing_key_file(self) -> Path:
         """The IdP's own signing key (for tests that sign as the IdP would)."""
         return self.workdir / "cert" / "idp.key"
+
+    @property
+    def metadata_signing_pair(self) -> tuple[Path, Path]:
+        """The key and certificate the IdP signs its metadata with (not its signing key)."""
+        return self.workdir / "cert" / "metadata.key", self.workdir / "cert" / "metadata.crt"
 
     @property
     def sp_key_pair(self) -> tuple[Path, Path]:
@@ -261,6 +268,10 @@ class SimpleSamlIdp:
                 "privatekey": "idp.key",
                 "certificate": "idp.crt",
                 "auth": "users",
+                # Its metadata signed, as a federation's is, by a key of its own.
+                "metadata.sign.enable": True,
+                "metadata.sign.privatekey": "metadata.key",
+                "metadata.sign.certificate": "metadata.crt",
             },
         )
         common = {

@@ -53,6 +53,7 @@ def make_pair(folder: Path, name: str) -> tuple[Path, Path]:
         ({"attributes": {"email": []}}, "attributes.email must name one or more"),
         ({"sp_key_file": "sp.key"}, "give both sp_key_file and sp_cert_file"),
         ({"sp_key_file": "none.key", "sp_cert_file": "none.crt"}, "cannot read our key pair"),
+        ({"idp_metadata_cert_file": "none.crt"}, "idp_metadata_cert_file: cannot read it"),
         ({"idp_metadata": "https://x"}, "unknown field 'idp_metadata'"),
         ({"name": ""}, "name must be a non-empty string"),
     ],
@@ -72,6 +73,30 @@ def test_a_certificate_of_another_key_is_refused(
     _, other = make_pair(tmp_path, "other")
     with pytest.raises(ConfigError, match="sp_cert_file is not the certificate of sp_key_file"):
         make_oauth_app([{**BASE, "sp_key_file": str(key), "sp_cert_file": str(other)}])
+
+
+def test_the_metadata_signing_certificate_must_be_a_certificate(
+    make_oauth_app: Callable[..., Flask], tmp_path: Path
+) -> None:
+    key, _ = make_pair(tmp_path, "signer")
+    with pytest.raises(ConfigError, match="^provider 'acme': idp_metadata_cert_file: not a PEM"):
+        make_oauth_app([{**BASE, "idp_metadata_cert_file": str(key)}])
+
+
+def test_a_metadata_file_that_cannot_be_used_stops_start_up(
+    make_oauth_app: Callable[..., Flask], tmp_path: Path
+) -> None:
+    """A file is there at start-up: what would fail every sign-in fails start-up instead."""
+    metadata = tmp_path / "idp.xml"
+    entry = {k: v for k, v in BASE.items() if k != "idp_metadata_url"}
+    for document, reason in [
+        ("<md:EntityDescriptor", "IdP metadata unusable: "),
+        ('<EntityDescriptor entityID="x"/>', "the metadata names no IdP"),
+    ]:
+        metadata.write_text(document)
+        with pytest.raises(ConfigError) as raised:
+            make_oauth_app([{**entry, "idp_metadata_file": str(metadata)}])
+        assert str(raised.value).startswith(f"provider 'acme': idp_metadata_file: {reason}")
 
 
 def test_outside_development_auth_url_must_be_https(make_oauth_app: Callable[..., Flask]) -> None:

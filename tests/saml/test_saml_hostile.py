@@ -301,7 +301,11 @@ def test_a_response_from_another_idp_of_the_federation_is_refused(
             simplesamlphp.metadata(), static_idp.idp_metadata(ROGUE, ROGUE + "/sso", rogue_cert)
         )
     )
-    entry = {k: v for k, v in provider_entry(simplesamlphp).items() if k != "idp_metadata_url"}
+    entry = {
+        k: v
+        for k, v in provider_entry(simplesamlphp).items()
+        if k not in ("idp_metadata_url", "idp_metadata_cert_file")
+    }
     app = make_oauth_app(
         [{**entry, "idp_metadata_file": str(metadata), "idp_entity_id": simplesamlphp.entity_id}]
     )

@@ -16,7 +16,9 @@ import re
 import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 from flask import Flask
@@ -24,9 +26,12 @@ from flask.testing import FlaskClient
 from freezegun import freeze_time
 
 from webapp.metrics.families import REGISTRY
+from webapp.settings import ConfigError
 
 from ..support.oauth import error_of
-from .signin_steps import assert_refused, counts, post_response, start
+from . import forgery, static_idp
+from .forgery import MD
+from .signin_steps import assert_refused, counts, post_response, provider_entry, start
 from .simplesamlphp import SP_ID, SimpleSamlIdp
 
 pytestmark = pytest.mark.e2e
@@ -163,3 +168,134 @@ def test_a_failing_metadata_url_leaves_the_last_good_copy_until_its_valid_until(
     metadata_server.document = simplesamlphp.metadata()
     with freeze_time(now + timedelta(hours=3, minutes=7)):
         sent_to_idp(client, simplesamlphp)
+
+
+# -- the metadata's own signature (idp_metadata_cert_file) -----------------------------------
+
+
+def signed_file_entry(idp: SimpleSamlIdp, document: str, folder: Path) -> dict[str, str]:
+    """A provider table reading ``document`` from a file, its signature checked by the
+    IdP's metadata signing certificate."""
+    path = folder / "idp-metadata.xml"
+    path.write_text(document)
+    return {
+        "id": SP_ID,
+        "type": "saml",
+        "idp_metadata_file": str(path),
+        "idp_metadata_cert_file": str(idp.metadata_signing_pair[1]),
+    }
+
+
+def test_the_idps_signed_metadata_is_checked_and_signs_in(
+    make_oauth_app: Callable[..., Flask], simplesamlphp: SimpleSamlIdp, tmp_path: Path
+) -> None:
+    document = simplesamlphp.metadata()
+    assert forgery.verifies_with(document, simplesamlphp.metadata_signing_pair[1], tmp_path)
+    from_url = make_oauth_app([provider_entry(simplesamlphp)])
+    from_file = make_oauth_app([signed_file_entry(simplesamlphp, document, tmp_path)])
+    for app in (from_url, from_file):
+        client = app.test_client()
+        posted = simplesamlphp.login(start(client), "ann")
+        assert error_of(post_response(client, posted.saml_response)) is None
+        assert client.get("/auth/session").json is not None
+
+
+def _evil_metadata(genuine: str, workdir: Path) -> str:
+    """An unsigned document naming the genuine's IdP with the attacker's key and SSO URL."""
+    entity_id = re.search(r'entityID="([^"]+)"', genuine)
+    assert entity_id is not None
+    return static_idp.idp_metadata(entity_id.group(1), EVIL_SSO, forgery.own_key(workdir)[1])
+
+
+EVIL_SSO = "https://attacker.invalid/sso"
+#: Each forgery of the IdP's signed metadata, and the reason start-up gives.
+METADATA_FORGERIES: dict[str, tuple[Callable[[str, Path], str], str]] = {
+    "unsigned": (lambda doc, _: forgery.unsigned(doc), "metadata not signed"),
+    "changed after signing": (
+        lambda doc, _: forgery.with_attribute(doc, MD, "SingleSignOnService", "Location", EVIL_SSO),
+        "signature is not good",
+    ),
+    "signed by another key": (
+        lambda doc, work: forgery.signed_with(doc, *forgery.own_key(work), work),
+        "signature is not good",
+    ),
+    "signed by another key, named in its KeyInfo": (
+        lambda doc, work: forgery.signed_with(
+            forgery.with_signature_certificate(doc, forgery.own_key(work)[1]),
+            *forgery.own_key(work),
+            work,
+        ),
+        "signature is not good",
+    ),
+    "a document type declaration": (
+        lambda doc, _: forgery.with_doctype(doc, '<!ENTITY sso "https://attacker.invalid">'),
+        "metadata unreadable",
+    ),
+    **{
+        f"wrapped: {wrapping}": (
+            partial(
+                lambda wrapping, doc, work: forgery.metadata_wrapped(
+                    doc, _evil_metadata(doc, work), wrapping
+                ),
+                wrapping,
+            ),
+            reason,
+        )
+        for wrapping, reason in zip(
+            forgery.METADATA_WRAPPINGS,
+            ("metadata not signed", "does not cover its root", "signature is not good"),
+            strict=True,
+        )
+    },
+}
+
+
+@pytest.mark.parametrize("forgery_name", METADATA_FORGERIES)
+def test_a_forged_signed_metadata_file_stops_start_up(
+    make_oauth_app: Callable[..., Flask],
+    simplesamlphp: SimpleSamlIdp,
+    tmp_path: Path,
+    forgery_name: str,
+) -> None:
+    forge, reason = METADATA_FORGERIES[forgery_name]
+    genuine = simplesamlphp.metadata()
+    forged = forge(genuine, tmp_path)
+    assert forged != genuine
+    entry = signed_file_entry(simplesamlphp, forged, tmp_path)
+    with pytest.raises(ConfigError) as raised:
+        make_oauth_app([entry])
+    message = str(raised.value)
+    assert message.startswith(f"provider '{SP_ID}': idp_metadata_file: "), message
+    assert reason in message, message
+    assert "\n" not in message
+
+
+def test_a_refreshed_metadata_whose_signature_fails_leaves_the_last_good_copy(
+    make_oauth_app: Callable[..., Flask],
+    simplesamlphp: SimpleSamlIdp,
+    metadata_server: MetadataServer,
+    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+) -> None:
+    genuine = simplesamlphp.metadata()
+    metadata_server.failing = False
+    metadata_server.document = genuine
+    app = make_oauth_app(
+        [{**provider_entry(simplesamlphp), "idp_metadata_url": metadata_server.url}]
+    )
+    client = app.test_client()
+    sent_to_idp(client, simplesamlphp)
+
+    # Due (the default hour), the URL now serves the document re-signed by another key,
+    # its single sign-on moved: the last good copy stays, with one warning.
+    moved = forgery.with_attribute(genuine, MD, "SingleSignOnService", "Location", EVIL_SSO)
+    metadata_server.document = forgery.signed_with(moved, *forgery.own_key(tmp_path), tmp_path)
+    caplog.set_level(logging.WARNING, logger=PROVIDER_LOG)
+    with freeze_time(datetime.now(UTC) + timedelta(hours=1, minutes=1)):
+        sent_to_idp(client, simplesamlphp)
+    warnings = [r.getMessage() for r in caplog.records if r.name == PROVIDER_LOG]
+    assert len(warnings) == 1, warnings
+    assert warnings[0] == (
+        f"{SP_ID}: IdP metadata not refreshed, the last good copy stays:"
+        " the metadata's signature is not good by idp_metadata_cert_file's key"
+    )

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from webapp.core.email_domains import DomainRule
 from webapp.providers.base import Provider, refuse_unknown_fields
 from webapp.saml import idp_metadata, keys
+from webapp.saml.assertion import IdpUnavailable
 from webapp.saml.config import FIELDS, SamlConfig, parse_config
 from webapp.settings import ConfigError, Settings
 
@@ -56,7 +57,14 @@ def build(entry: Mapping[str, Any], conf: Settings) -> Provider:
         config.id, config.sp_key_file, config.sp_cert_file, development=conf.is_development
     )
     source = idp_metadata.source(config, (conf.http_connect_timeout, conf.http_read_timeout))
-    return SamlProvider(
-        config,
-        ServiceProvider(config, auth_url=conf.auth_url, keys=key_pair, idp_metadata=source),
+    service_provider = ServiceProvider(
+        config, auth_url=conf.auth_url, keys=key_pair, idp_metadata=source
     )
+    if config.idp_metadata_file is not None:
+        # A file is there at start-up: one that cannot be used (unreadable, no IdP, its
+        # signature not good) stops start-up, rather than every sign-in after it.
+        try:
+            service_provider.load_now()
+        except IdpUnavailable as exc:
+            raise ConfigError(f"provider {config.id!r}: idp_metadata_file: {exc}") from None
+    return SamlProvider(config, service_provider)

@@ -27,6 +27,7 @@ FIELDS = (
     "idp_metadata_url",
     "idp_metadata_file",
     "idp_entity_id",
+    "idp_metadata_cert_file",
     "domains",
     "enforce_domain",
     "attributes",
@@ -77,6 +78,9 @@ class SamlConfig:
     sp_cert_file: Path | None
     #: Whether an unsolicited response (IdP-initiated sign-in) is accepted; off by default.
     allow_idp_initiated: bool = False
+    #: The certificate whose key must have signed the metadata (None: not checked;
+    #: ``metadata_signature``).
+    idp_metadata_cert_file: Path | None = None
 
     def vouches_for(self, address: str) -> bool:
         """Whether the IdP is declared for ``address``'s domain (its verified addresses)."""
@@ -92,6 +96,7 @@ def parse_config(entry: Mapping[str, Any]) -> SamlConfig:
         raise ConfigError(f"{where}: give exactly one of idp_metadata_url and idp_metadata_file")
     if url is not None and not (url.startswith("https://") or is_loopback_url(url)):
         raise ConfigError(f"{where}: idp_metadata_url must be https (http only on loopback)")
+    metadata_cert = _text(entry, "idp_metadata_cert_file")
     key, cert = _text(entry, "sp_key_file"), _text(entry, "sp_cert_file")
     if (key is None) != (cert is None):
         raise ConfigError(f"{where}: give both sp_key_file and sp_cert_file, or neither")
@@ -108,6 +113,7 @@ def parse_config(entry: Mapping[str, Any]) -> SamlConfig:
         sp_key_file=base / key if key is not None else None,
         sp_cert_file=base / cert if cert is not None else None,
         allow_idp_initiated=_flag(entry, "allow_idp_initiated", where),
+        idp_metadata_cert_file=base / metadata_cert if metadata_cert is not None else None,
     )
 
 

@@ -41,6 +41,7 @@ from saml2.time_util import str_to_time
 from saml2.xmldsig import SIG_RSA_SHA256
 
 from webapp.core.clock import utcnow
+from webapp.saml import metadata_signature
 from webapp.saml.assertion import (
     Identity,
     IdpUnavailable,
@@ -97,6 +98,11 @@ class ServiceProvider:
         self.keys = keys
         self._xmlsec = xmlsec_binary(config.id)
         self._idp_metadata = idp_metadata
+        self._metadata_signer = (
+            metadata_signature.checked_certificate(config.id, config.idp_metadata_cert_file)
+            if config.idp_metadata_cert_file is not None
+            else None
+        )
         self._loaded: _LoadedMetadata | None = None
         self._metadata: str | None = None
         self._lock = threading.Lock()
@@ -310,6 +316,10 @@ class ServiceProvider:
             raise ResponseRefused("IssueInstant too far from now")
         return issued
 
+    def load_now(self) -> None:
+        """Load the IdP's metadata at once (a file's, at start-up); raise IdpUnavailable."""
+        self._client_and_idp()
+
     def _client_and_idp(self) -> tuple[Saml2Client, str]:
         """The client built from the IdP's metadata, and the IdP's entity ID; the metadata
         fetched again when due (``idp_metadata``). Raise IdpUnavailable."""
@@ -335,6 +345,8 @@ class ServiceProvider:
     def _load(self, now: datetime) -> _LoadedMetadata:
         try:
             document = self._idp_metadata()
+            if self._metadata_signer is not None:
+                metadata_signature.verify(document, self._metadata_signer, self._xmlsec)
         except MetadataUnavailable as exc:
             raise IdpUnavailable(str(exc)) from exc
         try:
@@ -358,6 +370,8 @@ class ServiceProvider:
             if wanted not in idps:
                 raise IdpUnavailable(f"idp_entity_id {wanted!r} is not in the IdP metadata")
             return wanted
+        if not idps:
+            raise IdpUnavailable("the metadata names no IdP")
         if len(idps) != 1:
             raise IdpUnavailable(
                 f"the metadata names {len(idps)} IdPs: set idp_entity_id to choose one"
