@@ -46,7 +46,6 @@ ACS_URL = f"{AUTH_URL}/callback/{SP_ID}"
 #: from ``SimpleSamlIdp.sp_key_pair``) known to the IdP: it encrypts the assertion to our
 #: certificate, and single logout both ways is on, signed each way and checked.
 KEYED_SP_ID = "acme-keyed"
-KEYED_ACS_URL = f"{AUTH_URL}/callback/{KEYED_SP_ID}"
 KEYED_SLO_URL = f"{AUTH_URL}/saml/{KEYED_SP_ID}/slo"
 BINDING_POST = "urn:oasis:names:tc:SAML:2.0:bindings:HTTP-POST"
 BINDING_REDIRECT = "urn:oasis:names:tc:SAML:2.0:bindings:HTTP-Redirect"
@@ -133,6 +132,8 @@ class SimpleSamlIdp:
         self.metadata_url = urljoin(self.base_url, "saml2/idp/metadata.php")
         self.entity_id = self.metadata_url
         self.process: subprocess.Popen[bytes] | None = None
+        #: saml20-sp-remote's entries: entity ID -> its metadata there.
+        self._service_providers: dict[str, dict[str, object]] = {}
 
     @property
     def config_dir(self) -> Path:
@@ -274,30 +275,41 @@ class SimpleSamlIdp:
                 "metadata.sign.certificate": "metadata.crt",
             },
         )
-        common = {
-            "NameIDFormat": "urn:oasis:names:tc:SAML:2.0:nameid-format:persistent",
-            "simplesaml.nameidattribute": "uid",
-            "attributes.NameFormat": "urn:oasis:names:tc:SAML:2.0:attrname-format:basic",
-        }
-        plain = {
-            **common,
-            "AssertionConsumerService": [{"Binding": BINDING_POST, "Location": ACS_URL}],
-        }
-        keyed = {
-            **common,
-            "AssertionConsumerService": [{"Binding": BINDING_POST, "Location": KEYED_ACS_URL}],
-            "SingleLogoutService": [{"Binding": BINDING_REDIRECT, "Location": KEYED_SLO_URL}],
+        self._service_providers[SP_ENTITY_ID] = self._service_provider(ACS_URL)
+        self.register_service_provider(f"{AUTH_URL}/saml/{KEYED_SP_ID}/metadata", KEYED_SP_ID)
+
+    def register_service_provider(self, entity_id: str, provider_id: str) -> None:
+        """Make ``entity_id`` (an app's provider ``provider_id`` at that entity ID's
+        AUTH_URL) known to the IdP as ``KEYED_SP_ID`` is: its key pair ``sp_key_pair``,
+        assertions encrypted to it, single logout both ways. PHP reads the file at each
+        request: it counts from the next one."""
+        auth_url = entity_id.removesuffix(f"/saml/{provider_id}/metadata")
+        self._service_providers[entity_id] = {
+            **self._service_provider(f"{auth_url}/callback/{provider_id}"),
+            "SingleLogoutService": [
+                {"Binding": BINDING_REDIRECT, "Location": f"{auth_url}/saml/{provider_id}/slo"}
+            ],
             "certificate": "sp.crt",
             "assertion.encryption": True,
             "sign.logout": True,
             "validate.logout": True,
         }
-        keyed_entity_id = f"{AUTH_URL}/saml/{KEYED_SP_ID}/metadata"
-        (work / "metadata" / "saml20-sp-remote.php").write_text(
+        (self.workdir / "metadata" / "saml20-sp-remote.php").write_text(
             "<?php\n"
-            f"$metadata[{_php_array(SP_ENTITY_ID)}] = {_php_array(plain)};\n"
-            f"$metadata[{_php_array(keyed_entity_id)}] = {_php_array(keyed)};\n"
+            + "".join(
+                f"$metadata[{_php_array(e)}] = {_php_array(m)};\n"
+                for e, m in self._service_providers.items()
+            )
         )
+
+    @staticmethod
+    def _service_provider(acs_url: str) -> dict[str, object]:
+        return {
+            "NameIDFormat": "urn:oasis:names:tc:SAML:2.0:nameid-format:persistent",
+            "simplesaml.nameidattribute": "uid",
+            "attributes.NameFormat": "urn:oasis:names:tc:SAML:2.0:attrname-format:basic",
+            "AssertionConsumerService": [{"Binding": BINDING_POST, "Location": acs_url}],
+        }
 
     @staticmethod
     def _php_file(path: Path, variable: str, value: object) -> None:
