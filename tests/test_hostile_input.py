@@ -20,7 +20,8 @@ another user's row:
   invalid UTF-8, lying content types, multipart, 5,000 fields, bodies over the limit;
 * bad cookies (garbage, over-long, NUL, CR/LF, invalid UTF-8, not base64, forged sealed and
   signed values, a session token that names nothing, a genuine cookie moved to another
-  name) under every cookie name webapp/ declares, and the OAuth checks' cookies;
+  name) under every cookie name webapp/ declares, the OAuth checks' cookies and the SAML
+  requests' (a genuine one, and any name of their prefix);
 * bad headers, for every header webapp/ reads (Origin, Referer, Host, X-Request-ID, …);
 * hostile path parameters (99999999999999999999999, 2^63, -1, 0, 1e9999, 00001, the other
   user's id with leading zeros, %00, %0a, ../, non-ASCII digits) and path suffixes;
@@ -90,7 +91,7 @@ from werkzeug.datastructures import ImmutableMultiDict
 from werkzeug.test import EnvironBuilder, run_wsgi_app
 
 from webapp import create_app
-from webapp.browser_state import oauth_checks
+from webapp.browser_state import oauth_checks, saml_requests
 from webapp.providers import providers
 from webapp.storage.database import driver_statement
 from webapp.storage.db import db
@@ -450,6 +451,9 @@ class Hostile:
         # Genuine cookies of each kind, to move under other names.
         started = keep(browser.post("/auth/signin/fake", data={"csrfToken": csrf}))
         assert started.status_code == 302, started.status_code
+        # A SAML AuthnRequest's cookie (its name ends with a digest of the request's ID).
+        saml = keep(browser.post("/auth/signin/saml", data={"csrfToken": csrf}))
+        assert saml.headers["Location"].startswith("https://idp.invalid/sso?"), saml.headers
         keep(browser.get("/auth/webauthn-options/passkey?action=authenticate"))
         device = keep(browser.post("/auth/device/fake", data={"csrfToken": csrf}))
         assert device.status_code == 303, device.headers.get("Location")
@@ -499,6 +503,9 @@ class Hostile:
             for pid in self.provider_ids:
                 for item in oauth_checks.ITEMS:
                     names.add(oauth_checks._name(pid, item, COOKIE_STATE))
+                # The SAML requests' cookies are read by their prefix, whatever follows.
+                for logout in (False, True):
+                    names.add(saml_requests._prefix(pid, logout) + MARKER)
         return tuple(sorted(names))
 
     def _snapshot(self) -> dict[str, tuple[tuple[Any, ...], ...]]:
@@ -1189,6 +1196,8 @@ def test_the_suite_reaches_the_code(hostile: Hostile) -> None:
         hostile.cookie_names
     )
     assert {"demo", "email", "passkey", "fake", "saml"} <= set(hostile.provider_ids)
+    saml_cookies = [n for n in hostile.cookie_names if n.startswith("auth.saml-request.saml.")]
+    assert len(saml_cookies) == 2, saml_cookies  # the genuine one, and one of the prefix's
     patterns = {t.pattern for t in TARGETS}
     assert {"/auth/signin/<provider_id>", "/account/api/sessions/<id:session_id>/end"} <= patterns
     assert "/auth/saml/<provider_id>/metadata" in patterns
