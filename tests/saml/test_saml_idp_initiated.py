@@ -1,11 +1,14 @@
 """IdP-initiated sign-in (an unsolicited response) against SimpleSAMLphp, whose
 ``SSOService.php?spentityid=`` starts one: refused by default, accepted with
 ``allow_idp_initiated = true`` (landing on the default page), once; and even then a
-response to another browser's request is refused."""
+response to another browser's request is refused, and the signature checks hold for an
+unsolicited response as for any (signature wrapping, unsigned, changed, another key)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
+from pathlib import Path
 from urllib.parse import quote
 
 import pytest
@@ -57,3 +60,38 @@ def test_allowed_an_unsolicited_response_signs_in_once(
     posted = simplesamlphp.login(start(victim), "ann")
     attacker = app.test_client()
     assert_refused(app, attacker, post_response(attacker, posted.saml_response), counts(app))
+
+
+#: What an attacker makes of an unsolicited response (with no request to answer, only the
+#: signature and the profile checks stand between it and a session).
+UNSOLICITED_FORGERIES: dict[str, Callable[[str, Path], str]] = {
+    **{
+        f"XSW{n}": partial(lambda n, xml, _: forgery.wrapped(xml, n, "bob"), n)
+        for n in forgery.XSW_VARIANTS
+    },
+    "unsigned": lambda xml, _: forgery.unsigned(xml),
+    "NameID changed under the IdP's signature": lambda xml, _: forgery.with_name_id(xml, "bob"),
+    "signed by a key outside the metadata": lambda xml, work: forgery.signed_by_own_key(
+        forgery.with_name_id(xml, "bob"), work
+    ),
+}
+
+
+def test_allowed_the_signature_checks_still_hold_for_unsolicited_responses(
+    make_oauth_app: Callable[..., Flask], simplesamlphp: SimpleSamlIdp, tmp_path: Path
+) -> None:
+    """Each forgery of a genuine unsolicited response is refused, with nothing written;
+    then the genuine one signs in (the refusals were the forgeries')."""
+    app = make_oauth_app([{**provider_entry(simplesamlphp), "allow_idp_initiated": True}])
+    genuine = forgery.decoded(unsolicited(simplesamlphp))
+    for name, forge in UNSOLICITED_FORGERIES.items():
+        client = app.test_client()
+        forged = forge(genuine, tmp_path)
+        assert forged != genuine, name
+        answer = post_response(client, forgery.encoded(forged))
+        assert error_of(answer) == "OAuthCallback", name
+        assert counts(app) == (0, 0, 0, 0), name
+        assert client.get("/auth/session").json is None, name
+    client = app.test_client()
+    assert error_of(post_response(client, forgery.encoded(genuine))) is None
+    assert client.get("/auth/session").json["user"]["email"] == "ann@acme.example"  # type: ignore[index]
