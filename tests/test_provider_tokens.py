@@ -197,7 +197,7 @@ def test_two_app_processes_refresh_once(
     assert cookie is not None
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    settings = {"DATABASE_URL": database_url, "AUTH_CONFIG": str(config)}
+    settings = {"database": database_url, "AUTH_CONFIG": str(config)}
     before = refreshes(node_op)
     with (
         run_server(tmp_path / "a", **settings) as first,
