@@ -20,8 +20,6 @@ import pytest
 from aiosmtpd.controller import Controller
 from flask import Flask
 
-from webapp import create_app
-
 from ..support.browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -30,10 +28,9 @@ from ..support.browser import (
     LiveOP,
     LiveServer,
     Problems,
-    providers_toml,
+    live_app,
     served,
 )
-from ..support.config import base_config
 from ..support.databases import empty_tables
 from ..support.servers import free_port
 from ..support.tv import TV, serving_tv
@@ -66,17 +63,7 @@ def live_server(
             op.provider_config(client_id, name=name, authorization_params={"login_hint": who})
             for client_id, name, who in OIDC_PROVIDERS
         ]
-        config = workdir / "providers.toml"
-        config.write_text(providers_toml(entries))
-        return create_app(
-            base_config(
-                database_url,
-                AUTH_URL=f"{origin}/auth",
-                AUTH_CONFIG=str(config),
-                EMAIL_SERVER=f"smtp://127.0.0.1:{smtp_inbox.port}",
-            ),
-            environ={},
-        )
+        return live_app(database_url, origin, entries, smtp_inbox, workdir)
 
     try:
         with served(build) as (origin, app):

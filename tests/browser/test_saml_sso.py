@@ -20,13 +20,9 @@ import pytest
 from flask import Flask
 from playwright.sync_api import expect
 
-from webapp import create_app
-
 from ..saml.keyed_steps import keyed_entry
 from ..saml.simplesamlphp import KEYED_SP_ID, USERS, SimpleSamlIdp
-from ..support.browser import Inbox, served
-from ..support.config import base_config
-from ..support.oauth import write_providers_toml
+from ..support.browser import Inbox, live_app, served
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
@@ -53,15 +49,7 @@ def saml_origin(
             {"id": "email", "type": "email"},
             keyed_entry(simplesamlphp, name="Acme staff"),
         ]
-        return create_app(
-            base_config(
-                database_url,
-                AUTH_URL=f"{origin}/auth",
-                AUTH_CONFIG=str(write_providers_toml(workdir / "providers.toml", entries)),
-                EMAIL_SERVER=f"smtp://127.0.0.1:{smtp_inbox.port}",
-            ),
-            environ={},
-        )
+        return live_app(database_url, origin, entries, smtp_inbox, workdir)
 
     with served(build):
         yield origins[0]

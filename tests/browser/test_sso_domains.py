@@ -17,12 +17,8 @@ from unittest import mock
 import pytest
 from playwright.sync_api import expect
 
-from webapp import create_app
-
 from ..support import oauth as op_support
-from ..support.browser import Inbox, LiveOP, served
-from ..support.config import base_config
-from ..support.oauth import write_providers_toml
+from ..support.browser import Inbox, LiveOP, live_app, served
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
@@ -51,16 +47,7 @@ def acme_origin(
         started.append(op)
         op.start()
         entry = op.provider_config("op-basic", name="Acme staff", domains=["acme.example"])
-        config = write_providers_toml(workdir / "providers.toml", [entry])
-        return create_app(
-            base_config(
-                database_url,
-                AUTH_URL=f"{origin}/auth",
-                AUTH_CONFIG=str(config),
-                EMAIL_SERVER=f"smtp://127.0.0.1:{smtp_inbox.port}",
-            ),
-            environ={},
-        )
+        return live_app(database_url, origin, [entry], smtp_inbox, workdir)
 
     try:
         with served(build) as (origin, _app):

@@ -23,9 +23,11 @@ from flask import Flask
 from playwright.sync_api import expect
 from werkzeug.serving import make_server
 
+from webapp import create_app
 from webapp.storage.db import db
 
-from .oauth import NodeOP
+from .config import base_config
+from .oauth import NodeOP, write_providers_toml
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -98,18 +100,21 @@ class LiveServer:
     op: LiveOP | None = None
 
 
-def providers_toml(entries: list[dict[str, Any]]) -> str:
-    """The ``[[providers]]`` tables of ``entries`` as TOML (string and inline-table values)."""
-    lines = []
-    for entry in entries:
-        lines.append("[[providers]]")
-        for key, value in entry.items():
-            if isinstance(value, dict):
-                inner = ", ".join(f'{k} = "{v}"' for k, v in value.items())
-                lines.append(f"{key} = {{ {inner} }}")
-            else:
-                lines.append(f'{key} = "{value}"')
-    return "\n".join(lines) + "\n"
+def live_app(
+    database_url: str, origin: str, entries: list[dict[str, Any]], inbox: Inbox, folder: Path
+) -> Flask:
+    """The app a live server serves at ``origin``: on ``database_url``, with the provider
+    tables ``entries`` (written to ``folder``), its mail to ``inbox``."""
+    providers = write_providers_toml(folder / "providers.toml", entries)
+    return create_app(
+        base_config(
+            database_url,
+            AUTH_URL=f"{origin}/auth",
+            AUTH_CONFIG=str(providers),
+            EMAIL_SERVER=f"smtp://127.0.0.1:{inbox.port}",
+        ),
+        environ={},
+    )
 
 
 @contextmanager
