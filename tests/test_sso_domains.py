@@ -22,6 +22,7 @@ import pytest
 import sqlalchemy as sa
 from flask import Flask
 
+from webapp.core.email_domains import DomainRule
 from webapp.core.hooks import AuthHooks, UserInfo
 from webapp.settings import ConfigError
 from webapp.storage.db import db
@@ -47,6 +48,8 @@ pytestmark = pytest.mark.e2e
 ANN = "ann@acme.example"
 #: Eve claims an Acme address at a provider that does not verify it.
 EVE = "eve@acme.example"
+#: SimpleSAMLphp's Eve, at a subdomain.
+EU_EVE = "eve@eu.acme.example"
 #: The OP's accounts for them, keyed by their addresses (the login_hint the form sends).
 ACME_ACCOUNTS = {
     ANN: {"email": ANN, "email_verified": True, "name": "Ann at Acme"},
@@ -80,7 +83,9 @@ def acme_op(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AcmeOP]:
 
 def acme(op: NodeOP, **extra: Any) -> dict[str, Any]:
     """Acme's provider (the OP's op-basic client), declared for acme.example."""
-    return op.provider_config("op-basic", name="Acme staff", domains=["acme.example"], **extra)
+    return op.provider_config(
+        "op-basic", name="Acme staff", **{"domains": ["acme.example"], **extra}
+    )
 
 
 @pytest.fixture
@@ -117,6 +122,10 @@ def rows(app: Flask, model: Any) -> list[Any]:
     ("changes", "message"),
     [
         ({"domains": ["acme"]}, "provider 'corp': domains: 'acme' is not a domain name"),
+        *(
+            ({"domains": [bad]}, f"provider 'corp': domains: {bad!r} is not a domain name")
+            for bad in ("*.acme", "*acme.example", "*.*.acme.example", "eu.*.acme.example")
+        ),
         ({"domains": "acme.example"}, "provider 'corp': domains must be a list"),
         ({"enforce_domain": True}, "provider 'corp': enforce_domain needs domains"),
         (
@@ -238,6 +247,56 @@ def test_continue_with_acme_signs_in_with_the_address_as_login_hint(
     assert done.status_code == 302 and done.headers["Location"] == "http://localhost/after"
     [user] = rows(app, User)
     assert user.email == ANN and user.email_verified is not None
+
+
+@pytest.mark.parametrize(
+    ("address", "covered_by"),
+    [
+        ("ann@acme.example", "acme.example"),
+        ("ann@eu.acme.example", "*.acme.example"),
+        ("ann@lab.eu.acme.example", "*.acme.example"),
+        ("ann@evilacme.example", None),
+        ("ann@acme.example.evil.test", None),
+        ("ann@example", None),
+    ],
+)
+def test_a_wildcard_covers_subdomains_at_any_depth_and_no_other_domain(
+    address: str, covered_by: str | None
+) -> None:
+    rule = DomainRule(frozenset({"acme.example", "*.acme.example"}))
+    assert rule.match(address) == covered_by
+    assert DomainRule(frozenset({"*.acme.example"})).match("ann@acme.example") is None
+
+
+def test_the_closest_declaration_decides_where_an_address_signs_in(
+    make_oauth_app: Callable[..., Flask], acme_op: AcmeOP, mailbox: Mailbox
+) -> None:
+    """The group's provider for acme.example and all its subdomains, a subsidiary's for
+    eu.acme.example alone: the form sends each address to the one declared most closely."""
+    app = make_oauth_app(
+        [
+            {"id": "email", "type": "email"},
+            acme(acme_op, domains=["acme.example", "*.acme.example"]),
+            acme_op.provider_config("op-post", name="Acme Europe", domains=["eu.acme.example"]),
+        ],
+        EMAIL_SERVER=mailbox.url(),
+        EMAIL_TIMEOUT="5",
+    )
+    email = EmailActions(app.test_client())
+    for address, provider in [
+        ("ann@acme.example", "op-basic"),
+        ("ann@de.acme.example", "op-basic"),
+        ("ann@eu.acme.example", "op-post"),
+        ("ann@lab.eu.acme.example", "op-basic"),  # eu.acme.example covers itself alone
+    ]:
+        answer = email.request_link(address)
+        assert query_of(answer.headers["Location"]).get("provider") == provider, address
+    assert mailbox.messages == []
+    assert (
+        email.request_link("ann@evilacme.example")
+        .headers["Location"]
+        .startswith("http://localhost/auth/verify-request")
+    )
 
 
 # -- enforce_domain --------------------------------------------------------------------
@@ -390,3 +449,49 @@ def test_a_saml_provider_declared_for_the_domain_joins_an_existing_user(
     [account] = rows(app, Account)
     assert (join.user_id, join.provider, join.account_id) == (ann.id, SP_ID, account.id)
     assert account.user_id == ann.id
+
+
+@pytest.mark.parametrize("declared_closer", [False, True], ids=["only-wildcard", "closer-other"])
+def test_a_saml_address_is_verified_only_where_its_domain_belongs_to_that_provider(
+    make_oauth_app: Callable[..., Flask],
+    simplesamlphp: Any,
+    acme_op: AcmeOP,
+    declared_closer: bool,
+) -> None:
+    """SimpleSAMLphp's Eve (eve@eu.acme.example), an existing verified user. Declared for
+    *.acme.example, the IdP vouches for her address and joins her. With another provider
+    declared for eu.acme.example itself, her address is that provider's: the IdP's word
+    for it is an unverified address, which joins no one (a new user of its own)."""
+    entries: list[dict[str, Any]] = [
+        {
+            "id": SP_ID,
+            "type": "saml",
+            "name": "Acme group",
+            "idp_metadata_url": simplesamlphp.metadata_url,
+            "domains": ["*.acme.example"],
+        }
+    ]
+    if declared_closer:
+        europe = {"name": "Acme Europe", "domains": ["eu.acme.example"]}
+        entries.append(acme_op.provider_config("op-post", **europe))
+    app = make_oauth_app(entries)
+    with app.app_context():
+        db.session.add(User(email=EU_EVE, email_verified=sa.func.now()))
+        db.session.commit()
+    client = app.test_client()
+    token = client.get("/auth/csrf").json["csrfToken"]  # type: ignore[index]
+    started = client.post(f"/auth/signin/{SP_ID}", data={"csrfToken": token})
+    posted = simplesamlphp.login(started.headers["Location"], "eve")
+    done = client.post(f"/auth/callback/{SP_ID}", data={"SAMLResponse": posted.saml_response})
+    assert error_of(done) is None, done.headers.get("Location")
+    [account] = rows(app, Account)
+    if declared_closer:
+        assert rows(app, SsoJoin) == []
+        existing, new = sorted(rows(app, User), key=lambda u: u.id)
+        assert account.user_id == new.id != existing.id
+        assert (new.email, new.email_verified) == (EU_EVE, None)
+    else:
+        [eve] = rows(app, User)
+        [join] = rows(app, SsoJoin)
+        assert (join.user_id, join.provider, join.email) == (eve.id, SP_ID, EU_EVE)
+        assert account.user_id == eve.id

@@ -60,6 +60,10 @@ USERS: dict[str, tuple[str, dict[str, list[str]]]] = {
         {"uid": ["bob"], "mail": ["bob@elsewhere.example"], "displayName": ["Bob Else"]},
     ),
     "nomail": ("nomail-pass", {"uid": ["nomail"], "displayName": ["No Mail"]}),
+    "eve": (
+        "eve-pass",
+        {"uid": ["eve"], "mail": ["eve@eu.acme.example"], "displayName": ["Eve Europe"]},
+    ),
 }
 
 

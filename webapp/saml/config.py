@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from webapp.core.email_domains import domain_of, parse_domain_rule
+from webapp.core.email_domains import parse_domain_rule
 from webapp.settings import ConfigError, is_loopback_url
 from webapp.settings.parsers import nearest
 
@@ -81,10 +81,6 @@ class SamlConfig:
     #: The certificate whose key must have signed the metadata (None: not checked;
     #: ``metadata_signature``).
     idp_metadata_cert_file: Path | None = None
-
-    def vouches_for(self, address: str) -> bool:
-        """Whether the IdP is declared for ``address``'s domain (its verified addresses)."""
-        return domain_of(address) in self.domains
 
 
 def parse_config(entry: Mapping[str, Any]) -> SamlConfig:

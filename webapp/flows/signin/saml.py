@@ -31,6 +31,7 @@ from webapp.errors import AuthError
 from webapp.flows import linking
 from webapp.flows.signin.finish import finish_signin
 from webapp.flows.signin.identity import resolve_user
+from webapp.flows.sso import routing
 from webapp.mail.email_addresses import address_or_none
 from webapp.providers.saml import SamlProvider
 from webapp.saml.assertion import Identity, IdpUnavailable, ResponseRefused
@@ -138,8 +139,9 @@ def spend_once(provider_id: str, message_id: str, expires: datetime) -> bool:
 
 
 def _user_info(provider: SamlProvider, identity: Identity) -> UserInfo:
-    """The person's details from the attributes; the address is verified only in the
-    provider's declared domains."""
+    """The person's details from the attributes; the address is verified only when its
+    domain belongs to this provider (``routing.belongs_to``: declared, and no other
+    provider declared for it more closely)."""
     names: Mapping[str, tuple[str, ...]] = provider.config.attributes
     email = address_or_none(identity.first(names["email"]))
     name = identity.first(names["name"])
@@ -148,5 +150,5 @@ def _user_info(provider: SamlProvider, identity: Identity) -> UserInfo:
         name=name[:255] if name else None,
         image=None,
         subject=identity.subject,
-        email_verified=email is not None and provider.config.vouches_for(email),
+        email_verified=email is not None and routing.belongs_to(email, provider),
     )

@@ -14,6 +14,7 @@ from sqlalchemy import delete, select
 
 from webapp.audit import trail
 from webapp.core.clock import utcnow
+from webapp.flows.sso import routing
 from webapp.providers import providers
 from webapp.storage.db import db
 from webapp.storage.models import Account, Session, SsoJoin, User
@@ -21,9 +22,9 @@ from webapp.storage.models import Account, Session, SsoJoin, User
 
 def may_join(provider_id: str, owner: User, address: str) -> bool:
     """Whether a new account at ``provider_id`` joins ``owner``, whose verified address
-    ``address`` is: the provider is declared for its domain, and never joined them before."""
+    ``address`` is: its domain belongs to the provider, which never joined them before."""
     provider = providers().get(provider_id)
-    if provider is None or not provider.domain_rule.covers(address):
+    if provider is None or not routing.belongs_to(address, provider):
         return False
     earlier = db.session.execute(
         select(SsoJoin.id).where(SsoJoin.user_id == owner.id, SsoJoin.provider == provider_id)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from webapp.core.email_domains import specificity
 from webapp.errors import AuthError
 from webapp.mail.email_addresses import address_or_none
 from webapp.providers import providers
@@ -29,12 +30,21 @@ class SsoChoice:
 
 
 def provider_for(address: str) -> Provider | None:
-    """The provider declared for normalised ``address``'s domain (at most one: start-up
-    refuses a domain two providers declare), or None."""
-    for provider in providers().values():
-        if provider.domain_rule.covers(address):
-            return provider
-    return None
+    """The provider normalised ``address``'s domain belongs to: the one whose declaration
+    covers it most closely (``webapp.core.email_domains``: one at most, as start-up refuses
+    an entry two providers declare), or None."""
+    found = [
+        (specificity(declaration), provider)
+        for provider in providers().values()
+        if (declaration := provider.domain_rule.match(address)) is not None
+    ]
+    return max(found, key=lambda pair: pair[0])[1] if found else None
+
+
+def belongs_to(address: str, provider: Provider) -> bool:
+    """Whether normalised ``address``'s domain belongs to ``provider`` (see above): another
+    provider declared for it more closely takes it."""
+    return provider_for(address) is provider
 
 
 def sso_choice(email: str | None) -> SsoChoice | None:
