@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from flask import Flask
 
+from .saml.static_idp import idp_metadata
 from .support.config import TEST_SECRET
 from .support.mail import EmailActions
 from .support.servers import free_port
@@ -146,6 +147,38 @@ def test_a_typo_in_the_toml_file_is_refused_naming_the_nearest_key(
         AUTH_CONFIG=str(path),
     )
     assert one_line(result) == said.format(path=path)
+
+
+def test_a_saml_metadata_file_whose_signature_fails_is_one_line(tmp_path: Path) -> None:
+    """A SAML provider whose metadata file is unsigned, while the provider names the
+    certificate that must have signed it: one line, whatever pysaml2 logs as it loads."""
+    key, cert = tmp_path / "sp.key", tmp_path / "sp.crt"
+    subprocess.run(
+        [
+            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+            "-subj", "/CN=sp", "-keyout", str(key), "-out", str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    (tmp_path / "idp.xml").write_text(
+        idp_metadata("https://idp.example/metadata", "https://idp.example/sso", cert)
+    )
+    (tmp_path / "auth.toml").write_text(
+        '[[providers]]\nid = "acme"\ntype = "saml"\nidp_metadata_file = "idp.xml"\n'
+        'idp_metadata_cert_file = "sp.crt"\nsp_key_file = "sp.key"\nsp_cert_file = "sp.crt"\n'
+    )
+    result = run(
+        [*FLASK, "auth", "cleanup"],
+        tmp_path,
+        **PRODUCTION,
+        DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        AUTH_CONFIG=str(tmp_path / "auth.toml"),
+    )
+    assert one_line(result) == (
+        "Error: provider 'acme': idp_metadata_file: metadata not signed"
+        " (no signature as the root's first child)"
+    )
 
 
 def test_help_needs_no_settings_and_commands_say_nothing_of_serving(tmp_path: Path) -> None:

@@ -5,7 +5,13 @@ development), ``idp_metadata`` (the identity provider's metadata, from a file or
 ``assertion`` (what a checked response says: the identity, its attributes; the refusals),
 ``redirect_binding`` (single logout's messages, their signatures over the query string) and
 ``service_provider`` (pysaml2: our metadata, the AuthnRequest, the response check, the
-logout messages).
-Only ``service_provider`` imports pysaml2 (the ``saml`` extra), so an installation without
-it runs every other kind of provider.
+logout messages) with ``metadata_signature`` (the IdP metadata's own signature).
+Only those two import pysaml2 (the ``saml`` extra), so an installation without it runs
+every other kind of provider.
 """
+
+import logging
+
+# pysaml2's schema checks (xmlschema) log at INFO, as pysaml2 is imported, that a schema is
+# "already loaded": nothing an operator acts on. Set before any module here imports it.
+logging.getLogger("xmlschema").setLevel(logging.WARNING)
