@@ -35,6 +35,7 @@ from webapp.storage.models import (
     VerificationToken,
 )
 
+from .saml.signin_steps import post_response, start
 from .saml.simplesamlphp import SP_ID
 from .saml.static_idp import idp_metadata_file
 from .support import oauth as op_support
@@ -440,10 +441,8 @@ def test_a_saml_provider_declared_for_the_domain_joins_an_existing_user(
         db.session.commit()
     [ann] = rows(app, User)
     client = app.test_client()
-    token = client.get("/auth/csrf").json["csrfToken"]  # type: ignore[index]
-    started = client.post(f"/auth/signin/{SP_ID}", data={"csrfToken": token})
-    posted = simplesamlphp.login(started.headers["Location"], "ann")
-    done = client.post(f"/auth/callback/{SP_ID}", data={"SAMLResponse": posted.saml_response})
+    posted = simplesamlphp.login(start(client), "ann")
+    done = post_response(client, posted.saml_response)
     assert error_of(done) is None, done.headers.get("Location")
     [join] = rows(app, SsoJoin)
     [account] = rows(app, Account)
@@ -479,10 +478,8 @@ def test_a_saml_address_is_verified_only_where_its_domain_belongs_to_that_provid
         db.session.add(User(email=EU_EVE, email_verified=sa.func.now()))
         db.session.commit()
     client = app.test_client()
-    token = client.get("/auth/csrf").json["csrfToken"]  # type: ignore[index]
-    started = client.post(f"/auth/signin/{SP_ID}", data={"csrfToken": token})
-    posted = simplesamlphp.login(started.headers["Location"], "eve")
-    done = client.post(f"/auth/callback/{SP_ID}", data={"SAMLResponse": posted.saml_response})
+    posted = simplesamlphp.login(start(client), "eve")
+    done = post_response(client, posted.saml_response)
     assert error_of(done) is None, done.headers.get("Location")
     [account] = rows(app, Account)
     if declared_closer:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from flask import Flask
 
+from .saml.forgery import own_key
 from .saml.static_idp import idp_metadata
 from .support.config import TEST_SECRET
 from .support.mail import EmailActions
@@ -152,21 +153,13 @@ def test_a_typo_in_the_toml_file_is_refused_naming_the_nearest_key(
 def test_a_saml_metadata_file_whose_signature_fails_is_one_line(tmp_path: Path) -> None:
     """A SAML provider whose metadata file is unsigned, while the provider names the
     certificate that must have signed it: one line, whatever pysaml2 logs as it loads."""
-    key, cert = tmp_path / "sp.key", tmp_path / "sp.crt"
-    subprocess.run(
-        [
-            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-            "-subj", "/CN=sp", "-keyout", str(key), "-out", str(cert),
-        ],
-        check=True,
-        capture_output=True,
-    )  # fmt: skip
+    key, cert = own_key(tmp_path)
     (tmp_path / "idp.xml").write_text(
         idp_metadata("https://idp.example/metadata", "https://idp.example/sso", cert)
     )
     (tmp_path / "auth.toml").write_text(
         '[[providers]]\nid = "acme"\ntype = "saml"\nidp_metadata_file = "idp.xml"\n'
-        'idp_metadata_cert_file = "sp.crt"\nsp_key_file = "sp.key"\nsp_cert_file = "sp.crt"\n'
+        f'idp_metadata_cert_file = "{cert}"\nsp_key_file = "{key}"\nsp_cert_file = "{cert}"\n'
     )
     result = run(
         [*FLASK, "auth", "cleanup"],
