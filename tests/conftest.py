@@ -245,14 +245,10 @@ def count_sql(app: Flask) -> Callable[[], Any]:
 @pytest.fixture(scope="session")
 def node_op(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The npm package oidc-provider on a loopback port, for the whole test session."""
+    from .support.config import started
     from .support.oauth import NodeOP
 
-    op = NodeOP(tmp_path_factory.mktemp("oidc-provider"))
-    op.start()
-    try:
-        yield op
-    finally:
-        op.stop()
+    yield from started(NodeOP(tmp_path_factory.mktemp("oidc-provider")))
 
 
 @pytest.fixture(scope="session")

@@ -39,6 +39,7 @@ from .saml.signin_steps import post_response, start
 from .saml.simplesamlphp import SP_ID
 from .saml.static_idp import idp_metadata_file
 from .support import oauth as op_support
+from .support.config import started
 from .support.mail import EmailActions, Mailbox, code_of, link_of
 from .support.oauth import Browser, NodeOP, error_of, query_of
 from .support.passkey_ceremonies import Passkeys
@@ -74,12 +75,7 @@ class AcmeOP(NodeOP):
 
 @pytest.fixture(scope="module")
 def acme_op(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AcmeOP]:
-    op = AcmeOP(tmp_path_factory.mktemp("acme-op"))
-    op.start()
-    try:
-        yield op
-    finally:
-        op.stop()
+    yield from started(AcmeOP(tmp_path_factory.mktemp("acme-op")))
 
 
 def acme(op: NodeOP, **extra: Any) -> dict[str, Any]:

@@ -13,12 +13,12 @@ The plain helpers these fixtures and the browser tests share (``served``, ``Live
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aiosmtpd.controller import Controller
-from flask import Flask
 
 from ..support.browser import (
     CHROMIUM,
@@ -28,8 +28,7 @@ from ..support.browser import (
     LiveOP,
     LiveServer,
     Problems,
-    live_app,
-    served,
+    served_with_op,
 )
 from ..support.databases import empty_tables
 from ..support.servers import free_port
@@ -53,25 +52,20 @@ def live_server(
 ) -> Iterator[LiveServer]:
     """The app served by werkzeug in a thread on a free loopback port (one per database)."""
     workdir = tmp_path_factory.mktemp("live")
-    started: list[LiveOP] = []
 
-    def build(origin: str) -> Flask:
-        op = LiveOP(workdir, origin)
-        started.append(op)
-        op.start()
-        entries = [
+    def entries(op: LiveOP) -> list[dict[str, Any]]:
+        return [
             op.provider_config(client_id, name=name, authorization_params={"login_hint": who})
             for client_id, name, who in OIDC_PROVIDERS
         ]
-        return live_app(database_url, origin, entries, smtp_inbox, workdir)
 
-    try:
-        with served(build) as (origin, app):
-            names = {c: n for c, n, _ in OIDC_PROVIDERS}
-            yield LiveServer(origin, app, smtp_inbox, names, started[0])
-    finally:
-        for op in started:
-            op.stop()
+    with served_with_op(partial(LiveOP, workdir), entries, database_url, smtp_inbox, workdir) as (
+        origin,
+        app,
+        op,
+    ):
+        names = {c: n for c, n, _ in OIDC_PROVIDERS}
+        yield LiveServer(origin, app, smtp_inbox, names, op)
 
 
 @pytest.fixture(autouse=True)

@@ -11,6 +11,7 @@ address (the form's login_hint picks the account there).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 from unittest import mock
 
@@ -18,7 +19,7 @@ import pytest
 from playwright.sync_api import expect
 
 from ..support import oauth as op_support
-from ..support.browser import Inbox, LiveOP, live_app, served
+from ..support.browser import Inbox, LiveOP, served_with_op
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
@@ -40,21 +41,14 @@ def acme_origin(
     database_url: str, smtp_inbox: Inbox, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
     workdir = tmp_path_factory.mktemp("acme-live")
-    started: list[AcmeLiveOP] = []
 
-    def build(origin: str) -> Any:
-        op = AcmeLiveOP(workdir, origin)
-        started.append(op)
-        op.start()
-        entry = op.provider_config("op-basic", name="Acme staff", domains=["acme.example"])
-        return live_app(database_url, origin, [entry], smtp_inbox, workdir)
+    def entries(op: LiveOP) -> list[dict[str, Any]]:
+        return [op.provider_config("op-basic", name="Acme staff", domains=["acme.example"])]
 
-    try:
-        with served(build) as (origin, _app):
-            yield origin
-    finally:
-        for op in started:
-            op.stop()
+    with served_with_op(
+        partial(AcmeLiveOP, workdir), entries, database_url, smtp_inbox, workdir
+    ) as (origin, _app, _op):
+        yield origin
 
 
 def walk(page: Any, origin: str, *, field: str, button: str, offer: str, go_on: str) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ..support.config import running
+from ..support.config import running, started
 from .dot_provider import DotProvider
 from .glewlwyd_provider import Glewlwyd, GlewlwydMissing
 
@@ -16,12 +16,7 @@ from .glewlwyd_provider import Glewlwyd, GlewlwydMissing
 def dot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DotProvider]:
     """django-oauth-toolkit (tests/interop/django_provider) on a loopback port, with its own
     SQLite database, for the whole test session."""
-    provider = DotProvider(tmp_path_factory.mktemp("django-oauth-toolkit"))
-    provider.start()
-    try:
-        yield provider
-    finally:
-        provider.stop()
+    yield from started(DotProvider(tmp_path_factory.mktemp("django-oauth-toolkit")))
 
 
 @pytest.fixture(scope="session")

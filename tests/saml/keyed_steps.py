@@ -13,6 +13,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from ..support.oauth import error_of
+from .signin_steps import provider_entry
 from .simplesamlphp import KEYED_SP_ID, SimpleSamlIdp
 
 DESTINATION = "/account"
@@ -23,16 +24,7 @@ def keyed_entry(idp: SimpleSamlIdp, *, own_keys: bool = True, **fields: Any) -> 
     one made at start, which the IdP never saw."""
     key, cert = idp.sp_key_pair
     keys = {"sp_key_file": str(key), "sp_cert_file": str(cert)} if own_keys else {}
-    return {
-        "id": KEYED_SP_ID,
-        "type": "saml",
-        "name": "Acme keyed",
-        "idp_metadata_url": idp.metadata_url,
-        "idp_metadata_cert_file": str(idp.metadata_signing_pair[1]),
-        "domains": ["acme.example"],
-        **keys,
-        **fields,
-    }
+    return {**provider_entry(idp), "id": KEYED_SP_ID, "name": "Acme keyed", **keys, **fields}
 
 
 def keyed_app(make_oauth_app: Callable[..., Flask], idp: SimpleSamlIdp, **entry: Any) -> Flask:

@@ -118,6 +118,33 @@ def live_app(
 
 
 @contextmanager
+def served_with_op(
+    make_op: Callable[[str], LiveOP],
+    entries: Callable[[LiveOP], list[dict[str, Any]]],
+    database_url: str,
+    inbox: Inbox,
+    folder: Path,
+) -> Iterator[tuple[str, Flask, LiveOP]]:
+    """``served`` for an app whose OIDC providers are clients of an OpenID Provider started
+    for the live origin (``make_op(origin)``; its provider tables ``entries(op)``); yield
+    the origin, the app and the OP, and stop the OP afterwards."""
+    started: list[LiveOP] = []
+
+    def build(origin: str) -> Flask:
+        op = make_op(origin)
+        started.append(op)
+        op.start()
+        return live_app(database_url, origin, entries(op), inbox, folder)
+
+    try:
+        with served(build) as (origin, app):
+            yield origin, app, started[0]
+    finally:
+        for op in started:
+            op.stop()
+
+
+@contextmanager
 def served(build: Callable[[str], Flask]) -> Iterator[tuple[str, Flask]]:
     """Serve ``build(origin)``'s app with werkzeug in a thread on a free loopback port;
     yield the origin and the app."""

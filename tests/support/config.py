@@ -29,18 +29,23 @@ class Service(Protocol):
 S = TypeVar("S", bound=Service)
 
 
-def running(make: Callable[[], S], missing: type[Exception]) -> Iterator[S]:
-    """A session fixture's body: make the service (``missing`` raised: ``missing_service``),
-    start it, yield it, stop it."""
-    try:
-        service = make()
-    except missing as exc:
-        missing_service(str(exc))
+def started(service: S) -> Iterator[S]:
+    """A fixture's body: start ``service``, yield it, stop it."""
     service.start()
     try:
         yield service
     finally:
         service.stop()
+
+
+def running(make: Callable[[], S], missing: type[Exception]) -> Iterator[S]:
+    """A session fixture's body: make the service (``missing`` raised: ``missing_service``),
+    then as ``started``."""
+    try:
+        service = make()
+    except missing as exc:
+        missing_service(str(exc))
+    yield from started(service)
 
 
 #: The sign-in throttles' settings: credentials, e-mail requests, second-factor codes.
