@@ -6,6 +6,7 @@ our service provider's protocol side (``webapp.saml.service_provider``, on pysam
 from __future__ import annotations
 
 import importlib.util
+import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +50,10 @@ def build(entry: Mapping[str, Any], conf: Settings) -> Provider:
         raise ConfigError(
             f"provider {config.id!r}: type saml needs pysaml2: install webapp-signin[saml]"
         )
+    # xmlschema (pysaml2's schema checks) logs at INFO, as pysaml2 is imported, that a
+    # schema is "already loaded": nothing an operator acts on. Quietened only here, when an
+    # app has a SAML provider, not for every application that imports this package.
+    logging.getLogger("xmlschema").setLevel(logging.WARNING)
     # Imported here: pysaml2 is an extra, and an installation without it runs every other
     # kind of provider.
     from webapp.saml.service_provider import ServiceProvider

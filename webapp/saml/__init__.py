@@ -9,9 +9,3 @@ logout messages) with ``metadata_signature`` (the IdP metadata's own signature).
 Only those two import pysaml2 (the ``saml`` extra), so an installation without it runs
 every other kind of provider.
 """
-
-import logging
-
-# pysaml2's schema checks (xmlschema) log at INFO, as pysaml2 is imported, that a schema is
-# "already loaded": nothing an operator acts on. Set before any module here imports it.
-logging.getLogger("xmlschema").setLevel(logging.WARNING)
