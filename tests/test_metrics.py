@@ -248,28 +248,33 @@ def test_second_factors_are_counted(
 ) -> None:
     app = password_app(AUTH_METRICS_TOKEN=TOKEN, AUTH_SECOND_FACTOR_LIMIT="2/15m")
     client = app.test_client()
-    with freeze_time(datetime.now(UTC) - timedelta(seconds=90)):
+    # The limit counts in fixed 15-minute windows from the epoch: the codes are sent just
+    # after the current window opened, so that no boundary falls between the wrong ones.
+    window = 15 * 60
+    opened = datetime.fromtimestamp(datetime.now(UTC).timestamp() // window * window, UTC)
+    with freeze_time(opened - timedelta(seconds=90)):
         assert error_of(sign_in(client, ANN)) is None
         key, _ = enrol_authenticator(client)
-    counts = Counts(client)
-    browser = app.test_client()
-    held = sign_in(browser, ANN)
-    assert held.headers["Location"] == "http://localhost/auth/second-factor"
-    password = {"provider": "password", "method": "credentials"}
-    # Held for its second factor: no sign-in yet.
-    assert counts.added("auth_signins_total", **password, outcome="success", error="") == 0
-    assert submit_second_factor(browser, "000000").status_code == 400
-    assert counts.added("auth_second_factor_total", factor="code", outcome="failure") == 1
-    assert submit_second_factor(browser, totp_code(key)).status_code == 302
-    assert counts.added("auth_second_factor_total", factor="totp", outcome="success") == 1
-    assert counts.added("auth_signins_total", **password, outcome="success", error="") == 1
-    # Two more wrong codes in another browser: the second is past the limit of 2.
-    other = app.test_client()
-    sign_in(other, ANN)
-    submit_second_factor(other, "000000")
-    submit_second_factor(other, "000000")
-    assert counts.added("auth_second_factor_total", factor="code", outcome="throttled") == 1
-    assert counts.added("auth_throttled_total", throttle="second-factor-user") == 1
+    with freeze_time(opened + timedelta(seconds=1), tick=True):
+        counts = Counts(client)
+        browser = app.test_client()
+        held = sign_in(browser, ANN)
+        assert held.headers["Location"] == "http://localhost/auth/second-factor"
+        password = {"provider": "password", "method": "credentials"}
+        # Held for its second factor: no sign-in yet.
+        assert counts.added("auth_signins_total", **password, outcome="success", error="") == 0
+        assert submit_second_factor(browser, "000000").status_code == 400
+        assert counts.added("auth_second_factor_total", factor="code", outcome="failure") == 1
+        assert submit_second_factor(browser, totp_code(key)).status_code == 302
+        assert counts.added("auth_second_factor_total", factor="totp", outcome="success") == 1
+        assert counts.added("auth_signins_total", **password, outcome="success", error="") == 1
+        # Two more wrong codes in another browser: the second is past the limit of 2.
+        other = app.test_client()
+        sign_in(other, ANN)
+        submit_second_factor(other, "000000")
+        submit_second_factor(other, "000000")
+        assert counts.added("auth_second_factor_total", factor="code", outcome="throttled") == 1
+        assert counts.added("auth_throttled_total", throttle="second-factor-user") == 1
 
 
 # -- identity providers ------------------------------------------------------------------
